@@ -1,0 +1,127 @@
+package gpumem
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Every error the project returns matches at most one of
+// them with errors.Is, and wraps its cause.
+var (
+	// ErrOutOfMemory: the device, the pool or an allocator's cap has no room.
+	ErrOutOfMemory = errors.New("gpumem: out of memory")
+	// ErrNotSupported: the vendor, its version or the device lacks the operation.
+	ErrNotSupported = errors.New("gpumem: not supported")
+	// ErrNoDevice: the library loaded but reports no usable device.
+	ErrNoDevice = errors.New("gpumem: no device")
+	// ErrLibraryNotFound: no candidate library could be loaded.
+	ErrLibraryNotFound = errors.New("gpumem: library not found")
+	// ErrInvalidValue: a bad argument (size, pointer, handle, configuration).
+	ErrInvalidValue = errors.New("gpumem: invalid value")
+	// ErrClosed: the backend or allocator was closed.
+	ErrClosed = errors.New("gpumem: closed")
+)
+
+// Error is a failure reported by a vendor library (or the simulator, which
+// speaks the same way).
+type Error struct {
+	Backend string // "cuda", "hip", "sim"
+	Op      string // the vendor symbol or operation, e.g. "cuMemAlloc_v2"
+	Code    int    // the vendor status code
+	Name    string // the vendor's name for Code, from the library (cuGetErrorName / hipGetErrorName)
+	Err     error  // the sentinel Code maps to, or nil
+}
+
+// Error formats the error as "gpumem: cuda: cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2)".
+func (e *Error) Error() string {
+	name := e.Name
+	if name == "" {
+		name = "unknown error"
+	}
+	return fmt.Sprintf("gpumem: %s: %s: %s (%d)", e.Backend, e.Op, name, e.Code)
+}
+
+// Unwrap returns the sentinel the vendor code maps to.
+func (e *Error) Unwrap() error { return e.Err }
+
+// NotSupportedError says which operation is missing and why.
+type NotSupportedError struct {
+	Backend string
+	Op      string
+	Reason  string // e.g. "symbol cuMemAdvise_v2 not exported by libcuda.so.1"
+}
+
+// Error formats the error.
+func (e *NotSupportedError) Error() string {
+	return fmt.Sprintf("gpumem: %s: %s not supported: %s", e.Backend, e.Op, e.Reason)
+}
+
+// Is matches ErrNotSupported.
+func (e *NotSupportedError) Is(target error) bool { return target == ErrNotSupported }
+
+// OutOfMemoryError is what allocators return when they cannot satisfy a
+// request. It says what PyTorch's out-of-memory message says.
+type OutOfMemoryError struct {
+	Allocator string // "caching", "asyncpool", "managed", ...
+	Device    int
+	Requested uint64 // bytes asked for
+	Capacity  uint64 // device total memory
+	Free      uint64 // device free memory as the driver reports it
+	Allocated uint64 // bytes this allocator has handed out
+	Reserved  uint64 // bytes this allocator holds from the device
+	Largest   uint64 // largest block it could still hand out without asking the device
+	Limit     uint64 // a software cap in force (memory fraction), 0 if none
+	Hint      string // which setting would help
+	Err       error  // the underlying failure, if any (a vendor *Error)
+}
+
+// Error formats the error like PyTorch's OutOfMemoryError.
+func (e *OutOfMemoryError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "gpumem: %s: out of memory: tried to allocate %s on device %d", e.Allocator, FormatBytes(e.Requested), e.Device)
+	if e.Capacity > 0 {
+		fmt.Fprintf(&b, "; device has a total capacity of %s of which %s is free", FormatBytes(e.Capacity), FormatBytes(e.Free))
+	}
+	fmt.Fprintf(&b, "; this allocator has %s allocated and %s reserved but unallocated",
+		FormatBytes(e.Allocated), FormatBytes(sub(e.Reserved, e.Allocated)))
+	fmt.Fprintf(&b, "; the largest block it can hand out is %s", FormatBytes(e.Largest))
+	if e.Limit > 0 {
+		fmt.Fprintf(&b, "; a limit of %s is in force", FormatBytes(e.Limit))
+	}
+	if e.Hint != "" {
+		b.WriteString(". ")
+		b.WriteString(e.Hint)
+	}
+	if e.Err != nil {
+		fmt.Fprintf(&b, " (cause: %v)", e.Err)
+	}
+	return b.String()
+}
+
+// Is matches ErrOutOfMemory.
+func (e *OutOfMemoryError) Is(target error) bool { return target == ErrOutOfMemory }
+
+// Unwrap returns the underlying failure.
+func (e *OutOfMemoryError) Unwrap() error { return e.Err }
+
+func sub(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
+}
+
+// FormatBytes formats a byte count with a binary unit ("1.50 GiB").
+func FormatBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.2f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
