@@ -123,10 +123,6 @@ func (e *OpenError) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the individual failures, so errors.Is finds ErrNoDevice when
-// a library loaded but had no device, and ErrLibraryNotFound when none loaded.
-func (e *OpenError) Unwrap() []error { return e.Tried }
-
 // Is matches ErrLibraryNotFound only when every backend failed to load its
 // library, and ErrNoDevice when at least one loaded but found no device.
 func (e *OpenError) Is(target error) bool {
