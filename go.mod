@@ -1,6 +1,6 @@
 module github.com/gpumem/gpumem
 
-go 1.24
+go 1.25.0
 
 require (
 	github.com/ebitengine/purego v0.11.3 // indirect

@@ -1,0 +1,221 @@
+// Package dl opens vendor libraries at run time through purego and looks up
+// their symbols, turning every failure into an error value that carries the
+// dynamic loader's own message.
+//
+// A library is opened with RTLD_NOW|RTLD_GLOBAL from a list of candidates
+// (bare sonames such as "libcuda.so.1", which the loader searches for in its
+// usual places, or explicit paths); the first that loads wins. When none
+// loads, the *LoadError lists every candidate with the message dlerror gave
+// for it, and matches gpumem.ErrLibraryNotFound. A symbol that the library
+// does not export is a *SymbolError matching gpumem.ErrNotSupported, so that
+// an operation a vendor or version lacks degrades to "not supported".
+//
+// Nothing in this package panics.
+package dl
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/gpumem/gpumem"
+)
+
+// Candidate sonames, in the order they are tried.
+var (
+	// CUDACandidates are the names of the CUDA driver library.
+	CUDACandidates = []string{"libcuda.so.1", "libcuda.so"}
+	// HIPCandidates are the names of the HIP runtime library, newest first.
+	HIPCandidates = []string{"libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"}
+)
+
+// openMode is how every library is opened: resolve all relocations now (so a
+// broken library fails at Open rather than at its first call) and make its
+// symbols visible to libraries it loads later.
+const openMode = purego.RTLD_NOW | purego.RTLD_GLOBAL
+
+// Library is an opened shared library. Its methods are safe for concurrent use.
+type Library struct {
+	// Path is the candidate that loaded, exactly as it was given to Open.
+	Path string
+
+	mu     sync.RWMutex
+	handle uintptr // 0 once closed
+}
+
+// Attempt is one candidate that failed to load and the loader's reason.
+type Attempt struct {
+	Name    string // the candidate as given
+	Message string // the dlopen error message
+}
+
+// LoadError reports that no candidate library could be loaded. It matches
+// gpumem.ErrLibraryNotFound.
+type LoadError struct {
+	Tried []Attempt
+}
+
+// Error lists every candidate tried with the loader's message for it.
+func (e *LoadError) Error() string {
+	if len(e.Tried) == 0 {
+		return "dl: no library candidates given"
+	}
+	var b strings.Builder
+	b.WriteString("dl: cannot load ")
+	for i, a := range e.Tried {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(a.Name)
+		b.WriteString(": ")
+		b.WriteString(a.Message)
+	}
+	return b.String()
+}
+
+// Is matches gpumem.ErrLibraryNotFound.
+func (e *LoadError) Is(target error) bool { return target == gpumem.ErrLibraryNotFound }
+
+// SymbolError reports a symbol the library does not export. It matches
+// gpumem.ErrNotSupported.
+type SymbolError struct {
+	Library string // the library's Path
+	Symbol  string
+	Message string // the dlsym error message
+}
+
+// Error names the symbol, the library and the loader's message.
+func (e *SymbolError) Error() string {
+	return fmt.Sprintf("dl: symbol %s not found in %s: %s", e.Symbol, e.Library, e.Message)
+}
+
+// Is matches gpumem.ErrNotSupported.
+func (e *SymbolError) Is(target error) bool { return target == gpumem.ErrNotSupported }
+
+// errClosed is returned by Sym after Close.
+var errClosed = fmt.Errorf("dl: library closed: %w", gpumem.ErrClosed)
+
+// Open loads the first of candidates that the dynamic loader accepts. Each
+// candidate is a bare soname (searched for the way dlopen searches) or a path.
+// When none loads it returns a *LoadError naming each candidate and why.
+func Open(candidates ...string) (*Library, error) {
+	tried := make([]Attempt, 0, len(candidates))
+	for _, name := range candidates {
+		h, msg := dlopen(name)
+		if h != 0 {
+			return &Library{Path: name, handle: h}, nil
+		}
+		tried = append(tried, Attempt{Name: name, Message: msg})
+	}
+	return nil, &LoadError{Tried: tried}
+}
+
+// dlopen opens one candidate; on failure it returns 0 and the loader's message.
+func dlopen(name string) (h uintptr, msg string) {
+	switch {
+	case name == "":
+		// dlopen("") would return the main program, not a library.
+		return 0, "empty library name"
+	case strings.IndexByte(name, 0) >= 0:
+		return 0, "library name contains a NUL byte"
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			h, msg = 0, fmt.Sprint("dlopen failed: ", r)
+		}
+	}()
+	// dlerror's message belongs to the calling thread: keep dlopen and
+	// dlerror on one thread so the message read is the one for this call.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	h, err := purego.Dlopen(name, openMode)
+	if h != 0 {
+		return h, ""
+	}
+	if err != nil && err.Error() != "" {
+		return 0, err.Error()
+	}
+	return 0, "dlopen failed without a message"
+}
+
+// Sym returns the address of the named symbol. A symbol the library does not
+// export is a *SymbolError matching gpumem.ErrNotSupported; after Close the
+// error matches gpumem.ErrClosed.
+func (l *Library) Sym(name string) (uintptr, error) {
+	if l == nil {
+		return 0, errClosed
+	}
+	if name == "" || strings.IndexByte(name, 0) >= 0 {
+		return 0, &SymbolError{Library: l.Path, Symbol: name, Message: "invalid symbol name"}
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.handle == 0 {
+		return 0, errClosed
+	}
+	addr, msg := dlsym(l.handle, name)
+	if addr == 0 {
+		return 0, &SymbolError{Library: l.Path, Symbol: name, Message: msg}
+	}
+	return addr, nil
+}
+
+func dlsym(h uintptr, name string) (addr uintptr, msg string) {
+	defer func() {
+		if r := recover(); r != nil {
+			addr, msg = 0, fmt.Sprint("dlsym failed: ", r)
+		}
+	}()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	addr, err := purego.Dlsym(h, name)
+	if addr != 0 {
+		return addr, ""
+	}
+	if err != nil && err.Error() != "" {
+		return 0, err.Error()
+	}
+	return 0, "undefined symbol"
+}
+
+// Close releases the library. Closing twice, or a nil Library, is not an
+// error. Addresses obtained from Sym must not be used after Close.
+func (l *Library) Close() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := l.handle
+	if h == 0 {
+		return nil
+	}
+	l.handle = 0
+	var err error
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("dl: dlclose %s: %v", l.Path, r)
+			}
+		}()
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if e := purego.Dlclose(h); e != nil {
+			err = fmt.Errorf("dl: dlclose %s: %w", l.Path, e)
+		}
+	}()
+	return err
+}
+
+// Handle returns the dlopen handle, or 0 after Close.
+func (l *Library) Handle() uintptr {
+	if l == nil {
+		return 0
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.handle
+}
