@@ -1,0 +1,30 @@
+package config_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/config"
+)
+
+func ExampleParse() {
+	c, err := config.Parse(" max_split_size_mb:512, roundup_power2_divisions:[256:1,>:4], expandable_segments:True")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(c.MaxSplitSizeMB, c.ExpandableSegments, c.BackendOrDefault())
+	fmt.Println(c.DivisionsFor(300 << 20))
+	fmt.Println(c)
+
+	_, err = config.Parse("max_split_size_mb:16")
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, gpumem.ErrInvalidValue))
+	// Output:
+	// 512 true caching
+	// 4
+	// max_split_size_mb:512,roundup_power2_divisions:[256:1,>:4],expandable_segments:True
+	// gpumem: GPUMEM_ALLOC_CONF: max_split_size_mb:16: too small, must be > 20
+	// true
+}
