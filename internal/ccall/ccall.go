@@ -1,62 +1,162 @@
-// Package ccall calls C functions, found with internal/dl, from Go without cgo.
+// Package ccall calls C functions by address from Go without cgo, faster
+// than purego.SyscallN and without allocating.
+//
+// # How a call is made
+//
+// Each CallN builds a small frame on its own stack (the function, six
+// argument words, the result) and enters C once through runtime.cgocall,
+// the same path cgo-generated code takes: the goroutine is marked as in a
+// system call (so the scheduler runs other goroutines meanwhile), the OS
+// thread switches to its system stack, and an assembly trampoline loads the
+// six C argument registers (SysV amd64: RDI, RSI, RDX, RCX, R8, R9; AAPCS64:
+// X0-X5) from the frame, calls the function and stores its return register
+// back into the frame. runtime.cgocall is declared go:noescape here, so the
+// frame stays on the goroutine stack and a call allocates nothing. With
+// CGO_ENABLED=0 the Go runtime's C support comes from purego's fake cgo
+// runtime, which this package links in by importing purego; with
+// CGO_ENABLED=1 it is runtime/cgo.
+//
+// Passing more arguments than the C function takes is harmless on both
+// ABIs, so CallN may be used for any function of at most N integer or
+// pointer arguments. Floating-point arguments, structs passed by value
+// (except those the ABI passes in one integer register) and more than six
+// arguments are not supported.
+//
+// # Results
+//
+// The result is the full C return register (RAX or X0). A C function that
+// returns a 32-bit int or enum (CUresult, hipError_t) leaves the upper half
+// undefined: callers convert with int32(r).
+//
+// # Rules for callers
+//
+//   - A pointer into Go memory is passed as uintptr(unsafe.Pointer(p)). The
+//     garbage collector does not see a uintptr as a reference: keep a heap
+//     object alive until the call returns with runtime.KeepAlive(p) after the
+//     call. The callee must not keep the pointer after it returns.
+//   - Go memory passed to C must not contain Go pointers that C reads or
+//     writes (the usual cgo rule).
+//   - Pointers to variables on the calling goroutine's stack are fine: a
+//     goroutine's stack does not move while it is in a C call. That holds
+//     only while C does not call back into Go on the same thread; a callee
+//     that does (a callback run synchronously) may see the stack move under
+//     it, so pass heap memory to such functions. The call's own frame is
+//     safe in that case: the trampoline finds it again after the call.
+//   - The function must follow the platform C ABI and must not unwind
+//     (longjmp, C++ exceptions) through the call.
 package ccall
 
 import (
-	"runtime"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
+	// purego provides the C runtime support (fake cgo) that
+	// runtime.cgocall needs when the program is built with CGO_ENABLED=0.
+	_ "github.com/ebitengine/purego"
 )
 
-// Call0 calls fn().
-func Call0(fn uintptr) uintptr { r, _, _ := purego.SyscallN(fn); return r }
+// frame is the block a trampoline reads its arguments from and writes its
+// results to. Its layout is shared with the assembly (see go_asm.h).
+type frame struct {
+	fn     uintptr
+	a1     uintptr
+	a2     uintptr
+	a3     uintptr
+	a4     uintptr
+	a5     uintptr
+	a6     uintptr
+	pre    uintptr // CallPre6 only
+	preArg uintptr // CallPre6 only
+	r      uintptr // the function's return register
+	failed uintptr // CallPre6: 1 if pre returned non-zero (then r is pre's result)
+}
 
-// Call1 calls fn(a1).
-func Call1(fn, a1 uintptr) uintptr { r, _, _ := purego.SyscallN(fn, a1); return r }
+// Addresses of the trampolines (ABI0, entered with the C calling convention
+// with a *frame as their only argument), defined in the assembly files.
+var (
+	call6ABI0    uintptr
+	callPre6ABI0 uintptr
+)
 
-// Call2 calls fn(a1, a2).
-func Call2(fn, a1, a2 uintptr) uintptr { r, _, _ := purego.SyscallN(fn, a1, a2); return r }
+// runtime_cgocall switches to the system stack and calls fn(arg) with the
+// C calling convention, telling the scheduler the goroutine is in C. The
+// frame is not retained after the call returns, hence noescape.
+//
+//go:linkname runtime_cgocall runtime.cgocall
+//go:noescape
+func runtime_cgocall(fn uintptr, arg unsafe.Pointer) int32
 
-// Call3 calls fn(a1, a2, a3).
-func Call3(fn, a1, a2, a3 uintptr) uintptr { r, _, _ := purego.SyscallN(fn, a1, a2, a3); return r }
+// Call0 calls the C function fn().
+func Call0(fn uintptr) uintptr {
+	f := frame{fn: fn}
+	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
+	return f.r
+}
 
-// Call4 calls fn(a1, ..., a4).
+// Call1 calls the C function fn(a1).
+func Call1(fn, a1 uintptr) uintptr {
+	f := frame{fn: fn, a1: a1}
+	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
+	return f.r
+}
+
+// Call2 calls the C function fn(a1, a2).
+func Call2(fn, a1, a2 uintptr) uintptr {
+	f := frame{fn: fn, a1: a1, a2: a2}
+	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
+	return f.r
+}
+
+// Call3 calls the C function fn(a1, a2, a3).
+func Call3(fn, a1, a2, a3 uintptr) uintptr {
+	f := frame{fn: fn, a1: a1, a2: a2, a3: a3}
+	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
+	return f.r
+}
+
+// Call4 calls the C function fn(a1, a2, a3, a4).
 func Call4(fn, a1, a2, a3, a4 uintptr) uintptr {
-	r, _, _ := purego.SyscallN(fn, a1, a2, a3, a4)
-	return r
+	f := frame{fn: fn, a1: a1, a2: a2, a3: a3, a4: a4}
+	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
+	return f.r
 }
 
-// Call5 calls fn(a1, ..., a5).
+// Call5 calls the C function fn(a1, a2, a3, a4, a5).
 func Call5(fn, a1, a2, a3, a4, a5 uintptr) uintptr {
-	r, _, _ := purego.SyscallN(fn, a1, a2, a3, a4, a5)
-	return r
+	f := frame{fn: fn, a1: a1, a2: a2, a3: a3, a4: a4, a5: a5}
+	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
+	return f.r
 }
 
-// Call6 calls fn(a1, ..., a6).
+// Call6 calls the C function fn(a1, a2, a3, a4, a5, a6).
 func Call6(fn, a1, a2, a3, a4, a5, a6 uintptr) uintptr {
-	r, _, _ := purego.SyscallN(fn, a1, a2, a3, a4, a5, a6)
-	return r
+	f := frame{fn: fn, a1: a1, a2: a2, a3: a3, a4: a4, a5: a5, a6: a6}
+	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
+	return f.r
 }
 
-// CallPre6 calls pre(preArg) and, only if it returned 0, fn(a1, ..., a6), both
-// on the same OS thread. It returns fn's result, or pre's non-zero result with
-// preFailed set.
+// CallPre6 calls pre(preArg) and, only if it returned 0, fn(a1, ..., a6),
+// both on one OS thread within a single transition to C. It returns fn's
+// result with preFailed false, or pre's non-zero result with preFailed true.
+//
+// pre's result is tested and returned as a 32-bit C int (zero-extended), as
+// befits the status-returning functions it is meant for: cuCtxSetCurrent or
+// hipSetDevice, which make a context or device current on whatever thread
+// runs the call, so that callers never need runtime.LockOSThread.
 func CallPre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6 uintptr) (r uintptr, preFailed bool) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if p, _, _ := purego.SyscallN(pre, preArg); p != 0 {
-		return p, true
-	}
-	r, _, _ = purego.SyscallN(fn, a1, a2, a3, a4, a5, a6)
-	return r, false
+	f := frame{fn: fn, a1: a1, a2: a2, a3: a3, a4: a4, a5: a5, a6: a6, pre: pre, preArg: preArg}
+	runtime_cgocall(callPre6ABI0, unsafe.Pointer(&f))
+	return f.r, f.failed != 0
 }
 
-// GoString copies the NUL-terminated C string at p into a Go string. A zero p
-// gives "".
+// GoString copies the NUL-terminated C string at p (for example the
+// const char* that cuGetErrorName stores) into a Go string. A zero p gives "".
+// p must point to readable memory holding a NUL-terminated string.
 func GoString(p uintptr) string {
 	if p == 0 {
 		return ""
 	}
+	// Convert without a uintptr->unsafe.Pointer conversion that vet
+	// flags: p is C memory the garbage collector does not manage.
 	ptr := *(*unsafe.Pointer)(unsafe.Pointer(&p))
 	n := 0
 	for *(*byte)(unsafe.Add(ptr, n)) != 0 {

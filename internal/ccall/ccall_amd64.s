@@ -1,0 +1,94 @@
+//go:build linux
+
+#include "textflag.h"
+#include "go_asm.h"
+
+// The trampolines are entered from runtime.cgocall on the system stack with
+// the SysV C calling convention: DI holds a *frame. They use only
+// caller-saved registers; the assembler saves BP in the prologue. A frame of
+// 32 bytes keeps SP 16-byte aligned at the inner CALLs.
+//
+// The *frame lives on the goroutine stack. If the C function calls back into
+// Go on this thread, that stack may grow and move before the call returns,
+// so the frame is found again by the move of the goroutine stack's top
+// (_cgo_topofstack), as cgo-generated wrappers do.
+//
+// Local slots: 0(SP) frame pointer at entry, 8(SP) stack top at entry,
+// 16(SP) result.
+
+GLOBL ·call6ABI0(SB), NOPTR|RODATA, $8
+DATA ·call6ABI0(SB)/8, $call6<>(SB)
+
+TEXT call6<>(SB), NOSPLIT, $32
+	MOVQ DI, 0(SP)
+	CALL _cgo_topofstack(SB)
+	MOVQ AX, 8(SP)
+
+	MOVQ 0(SP), R11
+	MOVQ frame_a1(R11), DI
+	MOVQ frame_a2(R11), SI
+	MOVQ frame_a3(R11), DX
+	MOVQ frame_a4(R11), CX
+	MOVQ frame_a5(R11), R8
+	MOVQ frame_a6(R11), R9
+	MOVQ frame_fn(R11), R10
+	XORL AX, AX // no vector registers used (for variadic callees)
+	CALL R10
+	MOVQ AX, 16(SP)
+
+	CALL _cgo_topofstack(SB)
+	SUBQ 8(SP), AX
+	ADDQ 0(SP), AX
+	MOVQ 16(SP), DX
+	MOVQ DX, frame_r(AX)
+	RET
+
+GLOBL ·callPre6ABI0(SB), NOPTR|RODATA, $8
+DATA ·callPre6ABI0(SB)/8, $callPre6<>(SB)
+
+TEXT callPre6<>(SB), NOSPLIT, $32
+	MOVQ DI, 0(SP)
+	CALL _cgo_topofstack(SB)
+	MOVQ AX, 8(SP)
+
+	MOVQ 0(SP), R11
+	MOVQ frame_preArg(R11), DI
+	MOVQ frame_pre(R11), R10
+	XORL AX, AX
+	CALL R10
+	TESTL AX, AX
+	JNE  prefailed
+
+	CALL _cgo_topofstack(SB)
+	SUBQ 8(SP), AX
+	ADDQ 0(SP), AX
+	MOVQ AX, R11
+	MOVQ frame_a1(R11), DI
+	MOVQ frame_a2(R11), SI
+	MOVQ frame_a3(R11), DX
+	MOVQ frame_a4(R11), CX
+	MOVQ frame_a5(R11), R8
+	MOVQ frame_a6(R11), R9
+	MOVQ frame_fn(R11), R10
+	XORL AX, AX
+	CALL R10
+	MOVQ AX, 16(SP)
+
+	CALL _cgo_topofstack(SB)
+	SUBQ 8(SP), AX
+	ADDQ 0(SP), AX
+	MOVQ 16(SP), DX
+	MOVQ DX, frame_r(AX)
+	MOVQ $0, frame_failed(AX)
+	RET
+
+prefailed:
+	MOVL AX, AX // zero-extend the 32-bit status
+	MOVQ AX, 16(SP)
+	CALL _cgo_topofstack(SB)
+	SUBQ 8(SP), AX
+	ADDQ 0(SP), AX
+	MOVQ 16(SP), DX
+	MOVQ DX, frame_r(AX)
+	MOVQ $1, frame_failed(AX)
+	RET

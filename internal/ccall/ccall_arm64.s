@@ -1,0 +1,107 @@
+//go:build linux
+
+#include "textflag.h"
+#include "go_asm.h"
+
+// The trampolines are entered from runtime.cgocall on the system stack with
+// the AAPCS64 calling convention: R0 holds a *frame. They use only
+// caller-saved registers (R0-R10) and build a standard AAPCS64 frame by
+// hand (NOFRAME): Go's own prologue would save the frame pointer below the
+// new stack pointer, where the C callee's frame would overwrite it.
+//
+// Frame (48 bytes, 16-byte aligned): 0(RSP) saved R29, 8(RSP) saved R30,
+// 16(RSP) frame pointer at entry, 24(RSP) stack top at entry, 32(RSP) result.
+//
+// The *frame lives on the goroutine stack. If the C function calls back into
+// Go on this thread, that stack may grow and move before the call returns,
+// so the frame is found again by the move of the goroutine stack's top
+// (_cgo_topofstack, which preserves the C callee-saved registers), as
+// cgo-generated wrappers do.
+
+GLOBL ·call6ABI0(SB), NOPTR|RODATA, $8
+DATA ·call6ABI0(SB)/8, $call6<>(SB)
+
+TEXT call6<>(SB), NOSPLIT|NOFRAME, $0
+	STP.W (R29, R30), -48(RSP)
+	MOVD  RSP, R29
+	MOVD R0, 16(RSP)
+	BL   _cgo_topofstack(SB)
+	MOVD R0, 24(RSP)
+
+	MOVD 16(RSP), R9
+	MOVD frame_a1(R9), R0
+	MOVD frame_a2(R9), R1
+	MOVD frame_a3(R9), R2
+	MOVD frame_a4(R9), R3
+	MOVD frame_a5(R9), R4
+	MOVD frame_a6(R9), R5
+	MOVD frame_fn(R9), R10
+	BL   (R10)
+	MOVD R0, 32(RSP)
+
+	BL   _cgo_topofstack(SB)
+	MOVD 24(RSP), R1
+	SUB  R1, R0, R0
+	MOVD 16(RSP), R1
+	ADD  R1, R0, R0
+	MOVD 32(RSP), R1
+	MOVD R1, frame_r(R0)
+	LDP.P 48(RSP), (R29, R30)
+	RET
+
+GLOBL ·callPre6ABI0(SB), NOPTR|RODATA, $8
+DATA ·callPre6ABI0(SB)/8, $callPre6<>(SB)
+
+TEXT callPre6<>(SB), NOSPLIT|NOFRAME, $0
+	STP.W (R29, R30), -48(RSP)
+	MOVD  RSP, R29
+	MOVD R0, 16(RSP)
+	BL   _cgo_topofstack(SB)
+	MOVD R0, 24(RSP)
+
+	MOVD 16(RSP), R9
+	MOVD frame_preArg(R9), R0
+	MOVD frame_pre(R9), R10
+	BL   (R10)
+	CBNZW R0, prefailed
+
+	BL   _cgo_topofstack(SB)
+	MOVD 24(RSP), R1
+	SUB  R1, R0, R0
+	MOVD 16(RSP), R1
+	ADD  R1, R0, R9
+	MOVD frame_a1(R9), R0
+	MOVD frame_a2(R9), R1
+	MOVD frame_a3(R9), R2
+	MOVD frame_a4(R9), R3
+	MOVD frame_a5(R9), R4
+	MOVD frame_a6(R9), R5
+	MOVD frame_fn(R9), R10
+	BL   (R10)
+	MOVD R0, 32(RSP)
+
+	BL   _cgo_topofstack(SB)
+	MOVD 24(RSP), R1
+	SUB  R1, R0, R0
+	MOVD 16(RSP), R1
+	ADD  R1, R0, R0
+	MOVD 32(RSP), R1
+	MOVD R1, frame_r(R0)
+	MOVD ZR, frame_failed(R0)
+	LDP.P 48(RSP), (R29, R30)
+	RET
+
+prefailed:
+	MOVWU R0, R0 // zero-extend the 32-bit status
+	MOVD R0, 32(RSP)
+	BL   _cgo_topofstack(SB)
+	MOVD 24(RSP), R1
+	SUB  R1, R0, R0
+	MOVD 16(RSP), R1
+	ADD  R1, R0, R0
+	MOVD 32(RSP), R1
+	MOVD R1, frame_r(R0)
+	MOVD $1, R1
+	MOVD R1, frame_failed(R0)
+	LDP.P 48(RSP), (R29, R30)
+	RET

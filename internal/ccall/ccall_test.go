@@ -1,0 +1,306 @@
+package ccall
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/gpumem/gpumem/internal/dl"
+)
+
+// libc holds the addresses of the C functions the tests call.
+var libc struct {
+	once                                       sync.Once
+	err                                        error
+	labs, strlen, memset, memmove, abs, getpid uintptr
+	strchr, memcmp                             uintptr
+}
+
+func loadLibc(t testing.TB) {
+	t.Helper()
+	libc.once.Do(func() {
+		lib, err := dl.Open("libc.so.6")
+		if err != nil {
+			libc.err = err
+			return
+		}
+		for name, p := range map[string]*uintptr{
+			"labs": &libc.labs, "strlen": &libc.strlen, "memset": &libc.memset,
+			"memmove": &libc.memmove, "abs": &libc.abs, "getpid": &libc.getpid,
+			"strchr": &libc.strchr, "memcmp": &libc.memcmp,
+		} {
+			if *p, err = lib.Sym(name); err != nil {
+				libc.err = err
+				return
+			}
+		}
+	})
+	if libc.err != nil {
+		t.Fatal(libc.err)
+	}
+}
+
+func ptr[T any](p *T) uintptr { return uintptr(unsafe.Pointer(p)) }
+
+func TestCallLibc(t *testing.T) {
+	loadLibc(t)
+	if got := Call0(libc.getpid); int(int32(got)) != syscallGetpid() {
+		t.Errorf("getpid() = %d, want %d", int32(got), syscallGetpid())
+	}
+	for _, v := range []int64{0, 1, -1, -123456789012, 1 << 62} {
+		want := v
+		if want < 0 {
+			want = -want
+		}
+		if got := int64(Call1(libc.labs, uintptr(v))); got != want {
+			t.Errorf("labs(%d) = %d", v, got)
+		}
+	}
+	s := []byte("hello, gpu\x00trailing")
+	if got := Call1(libc.strlen, ptr(&s[0])); got != 10 {
+		t.Errorf("strlen = %d, want 10", got)
+	}
+	// strchr returns a pointer into the argument: the full 64-bit result.
+	if got := Call2(libc.strchr, ptr(&s[0]), 'g'); got != ptr(&s[7]) {
+		t.Errorf("strchr = %#x, want %#x", got, ptr(&s[7]))
+	}
+	runtime.KeepAlive(s)
+
+	buf := make([]byte, 64)
+	if got := Call3(libc.memset, ptr(&buf[8]), 0xAB, 16); got != ptr(&buf[8]) {
+		t.Errorf("memset returned %#x, want its destination %#x", got, ptr(&buf[8]))
+	}
+	for i, b := range buf {
+		want := byte(0)
+		if i >= 8 && i < 24 {
+			want = 0xAB
+		}
+		if b != want {
+			t.Fatalf("after memset buf[%d] = %#x, want %#x", i, b, want)
+		}
+	}
+	src := []byte("0123456789")
+	Call3(libc.memmove, ptr(&buf[0]), ptr(&src[0]), uintptr(len(src)))
+	if string(buf[:10]) != "0123456789" {
+		t.Errorf("memmove: %q", buf[:10])
+	}
+	if r := int32(Call3(libc.memcmp, ptr(&buf[0]), ptr(&src[0]), 10)); r != 0 {
+		t.Errorf("memcmp equal = %d", r)
+	}
+	src[9] = 'x'
+	if r := int32(Call3(libc.memcmp, ptr(&buf[0]), ptr(&src[0]), 10)); r >= 0 {
+		t.Errorf("memcmp(\"...9\", \"...x\") = %d, want < 0", r)
+	}
+	runtime.KeepAlive(buf)
+	runtime.KeepAlive(src)
+}
+
+// TestArgumentRegisters checks that every argument lands in its own register:
+// memmove(dst, src, n) through Call4..Call6 with junk in the unused slots,
+// and each argument position exercised by moving a distinct value.
+func TestArgumentRegisters(t *testing.T) {
+	loadLibc(t)
+	calls := map[string]func(dst, src, n uintptr) uintptr{
+		"Call3": func(d, s, n uintptr) uintptr { return Call3(libc.memmove, d, s, n) },
+		"Call4": func(d, s, n uintptr) uintptr { return Call4(libc.memmove, d, s, n, 0xdead) },
+		"Call5": func(d, s, n uintptr) uintptr { return Call5(libc.memmove, d, s, n, 1, 2) },
+		"Call6": func(d, s, n uintptr) uintptr { return Call6(libc.memmove, d, s, n, 3, 4, 5) },
+		"CallPre6": func(d, s, n uintptr) uintptr {
+			r, failed := CallPre6(libc.abs, 0, libc.memmove, d, s, n, 6, 7, 8)
+			if failed {
+				t.Fatal("abs(0) reported failure")
+			}
+			return r
+		},
+	}
+	for name, call := range calls {
+		src := []byte("abcdefghijklmnop")
+		dst := make([]byte, 32)
+		if r := call(ptr(&dst[3]), ptr(&src[2]), 7); r != ptr(&dst[3]) {
+			t.Errorf("%s: memmove returned %#x, want %#x", name, r, ptr(&dst[3]))
+		}
+		if got := string(dst[3:10]); got != "cdefghi" || dst[2] != 0 || dst[10] != 0 {
+			t.Errorf("%s: dst = %q", name, dst)
+		}
+		runtime.KeepAlive(src)
+		runtime.KeepAlive(dst)
+	}
+	// Argument 2 and 3 distinguished from 1: labs ignores the others.
+	if got := Call6(libc.labs, ^uintptr(41), 1, 2, 3, 4, 5); got != 42 {
+		t.Errorf("labs(-42) via Call6 = %d", got)
+	}
+}
+
+func TestCallPre6(t *testing.T) {
+	loadLibc(t)
+	dst := make([]byte, 8)
+	src := []byte("ABCDEFGH")
+	// pre = abs(-5) = 5: fails, so memmove must not run.
+	r, failed := CallPre6(libc.abs, ^uintptr(4), libc.memmove, ptr(&dst[0]), ptr(&src[0]), 8, 0, 0, 0)
+	if !failed || r != 5 {
+		t.Errorf("CallPre6 with failing pre = (%d, %v), want (5, true)", r, failed)
+	}
+	if string(dst) != "\x00\x00\x00\x00\x00\x00\x00\x00" {
+		t.Errorf("fn ran although pre failed: dst = %q", dst)
+	}
+	// pre = abs(0) = 0: succeeds, fn runs and its result comes back.
+	r, failed = CallPre6(libc.abs, 0, libc.memmove, ptr(&dst[0]), ptr(&src[0]), 8, 0, 0, 0)
+	if failed || r != ptr(&dst[0]) {
+		t.Errorf("CallPre6 = (%#x, %v), want (%#x, false)", r, failed, ptr(&dst[0]))
+	}
+	if string(dst) != "ABCDEFGH" {
+		t.Errorf("dst = %q", dst)
+	}
+	// pre's status is a 32-bit int: a non-zero low half fails, the
+	// result is zero-extended.
+	r, failed = CallPre6(libc.abs, uintptr(0xFFFFFFFF), libc.labs, 7, 0, 0, 0, 0, 0)
+	if !failed || r != 1 {
+		t.Errorf("CallPre6 with abs(-1) = (%d, %v), want (1, true)", r, failed)
+	}
+	runtime.KeepAlive(dst)
+	runtime.KeepAlive(src)
+}
+
+func TestZeroAllocations(t *testing.T) {
+	loadLibc(t)
+	buf := make([]byte, 16)
+	p := ptr(&buf[0])
+	cases := map[string]func(){
+		"Call0":    func() { Call0(libc.getpid) },
+		"Call1":    func() { Call1(libc.labs, 3) },
+		"Call2":    func() { Call2(libc.strchr, p, 1) },
+		"Call3":    func() { Call3(libc.memset, p, 1, 8) },
+		"Call4":    func() { Call4(libc.memset, p, 2, 8, 0) },
+		"Call5":    func() { Call5(libc.memset, p, 3, 8, 0, 0) },
+		"Call6":    func() { Call6(libc.memset, p, 4, 8, 0, 0, 0) },
+		"CallPre6": func() { CallPre6(libc.abs, 0, libc.memset, p, 5, 8, 0, 0, 0) },
+	}
+	for name, fn := range cases {
+		if n := testing.AllocsPerRun(200, fn); n != 0 {
+			t.Errorf("%s allocates %v times per call", name, n)
+		}
+	}
+	runtime.KeepAlive(buf)
+}
+
+func TestConcurrentCalls(t *testing.T) {
+	loadLibc(t)
+	const goroutines, calls = 16, 2000
+	var wg sync.WaitGroup
+	errs := make(chan string, goroutines)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			buf := make([]byte, 32)
+			for i := 0; i < calls; i++ {
+				v := int64(g*calls + i)
+				if got := int64(Call1(libc.labs, uintptr(-v))); got != v {
+					errs <- "labs wrong"
+					return
+				}
+				c := byte(i)
+				r, failed := CallPre6(libc.abs, 0, libc.memset, ptr(&buf[0]), uintptr(c), 32, 0, 0, 0)
+				if failed || r != ptr(&buf[0]) || buf[0] != c || buf[31] != c {
+					errs <- "CallPre6 memset wrong"
+					return
+				}
+				if i%100 == 0 {
+					runtime.Gosched()
+				}
+			}
+			runtime.KeepAlive(buf)
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+func TestGoString(t *testing.T) {
+	if GoString(0) != "" {
+		t.Error("GoString(0) is not empty")
+	}
+	for _, s := range []string{"", "CUDA_ERROR_OUT_OF_MEMORY", "hipErrorNoDevice with spaces"} {
+		b := append([]byte(s), 0, 'x', 'y')
+		got := GoString(ptr(&b[0]))
+		if got != s {
+			t.Errorf("GoString = %q, want %q", got, s)
+		}
+		// The result is a copy, not a view of C memory.
+		if len(s) > 0 {
+			b[0] = '!'
+			if got[0] == '!' {
+				t.Error("GoString aliases its argument")
+			}
+		}
+		runtime.KeepAlive(b)
+	}
+}
+
+// TestMatchesSyscallN checks results agree with purego's own path.
+func TestMatchesSyscallN(t *testing.T) {
+	loadLibc(t)
+	for _, v := range []int64{5, -5, -1 << 40} {
+		want, _, _ := purego.SyscallN(libc.labs, uintptr(v))
+		if got := Call1(libc.labs, uintptr(v)); got != want {
+			t.Errorf("labs(%d): Call1 %d, SyscallN %d", v, got, want)
+		}
+	}
+}
+
+//go:noinline
+func goLabs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+func BenchmarkCall1(b *testing.B) {
+	loadLibc(b)
+	b.ReportAllocs()
+	var sum uintptr
+	for i := 0; i < b.N; i++ {
+		sum += Call1(libc.labs, uintptr(-i))
+	}
+	sink = sum
+}
+
+func BenchmarkSyscallN(b *testing.B) {
+	loadLibc(b)
+	b.ReportAllocs()
+	var sum uintptr
+	for i := 0; i < b.N; i++ {
+		r, _, _ := purego.SyscallN(libc.labs, uintptr(-i))
+		sum += r
+	}
+	sink = sum
+}
+
+func BenchmarkCallPre6(b *testing.B) {
+	loadLibc(b)
+	b.ReportAllocs()
+	var sum uintptr
+	for i := 0; i < b.N; i++ {
+		r, _ := CallPre6(libc.abs, 0, libc.labs, uintptr(-i), 0, 0, 0, 0, 0)
+		sum += r
+	}
+	sink = sum
+}
+
+func BenchmarkGoBaseline(b *testing.B) {
+	b.ReportAllocs()
+	var sum int64
+	for i := 0; i < b.N; i++ {
+		sum += goLabs(int64(-i))
+	}
+	sink = uintptr(sum)
+}
+
+var sink uintptr

@@ -1,0 +1,5 @@
+package ccall
+
+import "os"
+
+func syscallGetpid() int { return os.Getpid() }
