@@ -36,12 +36,18 @@
 //     call. The callee must not keep the pointer after it returns.
 //   - Go memory passed to C must not contain Go pointers that C reads or
 //     writes (the usual cgo rule).
-//   - Pointers to variables on the calling goroutine's stack are fine: a
-//     goroutine's stack does not move while it is in a C call. That holds
-//     only while C does not call back into Go on the same thread; a callee
-//     that does (a callback run synchronously) may see the stack move under
-//     it, so pass heap memory to such functions. The call's own frame is
-//     safe in that case: the trampoline finds it again after the call.
+//   - Pointers to variables on the calling goroutine's stack are fine when
+//     the conversion to uintptr is written in the call's own argument list
+//     (with no other function call among the arguments): CallN and
+//     runtime.cgocall are nosplit, so the stack cannot grow and move between
+//     the conversion and the C call, and a goroutine's stack is not moved
+//     while it is in C. A uintptr kept in a variable across other calls may
+//     go stale.
+//   - That holds only while C does not call back into Go on the same thread;
+//     a callee that does (a callback run synchronously) may see the stack
+//     move under it, so pass heap memory to such functions. The call's own
+//     frame is safe in that case: the trampoline finds it again after the
+//     call.
 //   - The function must follow the platform C ABI and must not unwind
 //     (longjmp, C++ exceptions) through the call.
 package ccall
@@ -86,6 +92,8 @@ var (
 func runtime_cgocall(fn uintptr, arg unsafe.Pointer) int32
 
 // Call0 calls the C function fn().
+//
+//go:nosplit
 func Call0(fn uintptr) uintptr {
 	f := frame{fn: fn}
 	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
@@ -93,6 +101,8 @@ func Call0(fn uintptr) uintptr {
 }
 
 // Call1 calls the C function fn(a1).
+//
+//go:nosplit
 func Call1(fn, a1 uintptr) uintptr {
 	f := frame{fn: fn, a1: a1}
 	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
@@ -100,6 +110,8 @@ func Call1(fn, a1 uintptr) uintptr {
 }
 
 // Call2 calls the C function fn(a1, a2).
+//
+//go:nosplit
 func Call2(fn, a1, a2 uintptr) uintptr {
 	f := frame{fn: fn, a1: a1, a2: a2}
 	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
@@ -107,6 +119,8 @@ func Call2(fn, a1, a2 uintptr) uintptr {
 }
 
 // Call3 calls the C function fn(a1, a2, a3).
+//
+//go:nosplit
 func Call3(fn, a1, a2, a3 uintptr) uintptr {
 	f := frame{fn: fn, a1: a1, a2: a2, a3: a3}
 	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
@@ -114,6 +128,8 @@ func Call3(fn, a1, a2, a3 uintptr) uintptr {
 }
 
 // Call4 calls the C function fn(a1, a2, a3, a4).
+//
+//go:nosplit
 func Call4(fn, a1, a2, a3, a4 uintptr) uintptr {
 	f := frame{fn: fn, a1: a1, a2: a2, a3: a3, a4: a4}
 	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
@@ -121,6 +137,8 @@ func Call4(fn, a1, a2, a3, a4 uintptr) uintptr {
 }
 
 // Call5 calls the C function fn(a1, a2, a3, a4, a5).
+//
+//go:nosplit
 func Call5(fn, a1, a2, a3, a4, a5 uintptr) uintptr {
 	f := frame{fn: fn, a1: a1, a2: a2, a3: a3, a4: a4, a5: a5}
 	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
@@ -128,6 +146,8 @@ func Call5(fn, a1, a2, a3, a4, a5 uintptr) uintptr {
 }
 
 // Call6 calls the C function fn(a1, a2, a3, a4, a5, a6).
+//
+//go:nosplit
 func Call6(fn, a1, a2, a3, a4, a5, a6 uintptr) uintptr {
 	f := frame{fn: fn, a1: a1, a2: a2, a3: a3, a4: a4, a5: a5, a6: a6}
 	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
@@ -142,6 +162,8 @@ func Call6(fn, a1, a2, a3, a4, a5, a6 uintptr) uintptr {
 // befits the status-returning functions it is meant for: cuCtxSetCurrent or
 // hipSetDevice, which make a context or device current on whatever thread
 // runs the call, so that callers never need runtime.LockOSThread.
+//
+//go:nosplit
 func CallPre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6 uintptr) (r uintptr, preFailed bool) {
 	f := frame{fn: fn, a1: a1, a2: a2, a3: a3, a4: a4, a5: a5, a6: a6, pre: pre, preArg: preArg}
 	runtime_cgocall(callPre6ABI0, unsafe.Pointer(&f))

@@ -222,6 +222,53 @@ func TestConcurrentCalls(t *testing.T) {
 	}
 }
 
+// TestStackArguments passes pointers to stack variables at many stack
+// depths, so that some call happens just where the goroutine stack would
+// have to grow: the path from CallN into C must not move the stack after
+// the caller converted its pointers.
+func TestStackArguments(t *testing.T) {
+	loadLibc(t)
+	done := make(chan int, 1)
+	go func() { // a fresh goroutine starts with a small stack
+		bad := 0
+		for depth := 0; depth < 300; depth++ {
+			bad += stackCall(depth)
+		}
+		done <- bad
+	}()
+	if bad := <-done; bad != 0 {
+		t.Fatalf("%d calls wrote to a stale stack", bad)
+	}
+}
+
+// stackCall recurses depth times, then has memset fill an array on its own
+// stack and reports 1 if the array was not filled.
+//
+//go:noinline
+func stackCall(depth int) int {
+	var pad [24]byte // make each level's frame a little different
+	if depth > 0 {
+		return stackCall(depth-1) + int(pad[depth%len(pad)])
+	}
+	var a [64]byte
+	c := byte(depth%200 + 1)
+	if r, failed := CallPre6(libc.abs, 0, libc.memset, uintptr(unsafe.Pointer(&a[0])), uintptr(c), uintptr(len(a)), 0, 0, 0); failed || r == 0 {
+		return 1
+	}
+	for _, b := range a {
+		if b != c {
+			return 1
+		}
+	}
+	Call3(libc.memset, uintptr(unsafe.Pointer(&a[0])), 0, uintptr(len(a)))
+	for _, b := range a {
+		if b != 0 {
+			return 1
+		}
+	}
+	return 0
+}
+
 func TestGoString(t *testing.T) {
 	if GoString(0) != "" {
 		t.Error("GoString(0) is not empty")
