@@ -1,0 +1,273 @@
+package caching
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpumem/gpumem"
+)
+
+// expandable is the mapping state of an expandable segment: a virtual range
+// reserved once, with physical chunks mapped where blocks are allocated.
+// See doc.go for the policy.
+type expandable struct {
+	chunk   uint64
+	handles []gpumem.MemHandle
+	mapped  []bool
+	nmapped int
+}
+
+// mappedWithin returns the mapped bytes within free block b.
+func (e *expandable) mappedWithin(b *block) uint64 {
+	base := b.seg.addr
+	first := uint64(b.addr-base) / e.chunk
+	last := (uint64(b.addr-base) + b.size - 1) / e.chunk
+	var n uint64
+	for i := first; i <= last && int(i) < len(e.mapped); i++ {
+		if e.mapped[i] {
+			n++
+		}
+	}
+	return min(n*e.chunk, b.size)
+}
+
+func (d *device) initExpandable() {
+	g, err := d.a.b.MemGranularity(d.id, false)
+	if err == nil && g == 0 {
+		err = fmt.Errorf("zero granularity: %w", gpumem.ErrNotSupported)
+	}
+	if err != nil {
+		d.disableExpandable(err)
+		return
+	}
+	d.gran = g
+	d.expOn = true
+}
+
+func (d *device) disableExpandable(err error) {
+	d.expOn = false
+	d.expReason = fmt.Sprintf("expandable segments are off on device %d: the backend's virtual memory API is unavailable (%v); using regular segments", d.id, err)
+	d.a.logf("caching: %s", d.expReason)
+}
+
+func (d *device) chunkFor(p *pool) uint64 {
+	c := d.a.opts.ExpandableLargeChunk
+	if c == 0 {
+		c = LargeBuffer
+	}
+	if p.small {
+		c = d.a.opts.ExpandableSmallChunk
+		if c == 0 {
+			c = SmallBuffer
+		}
+	}
+	return (c + d.gran - 1) / d.gran * d.gran
+}
+
+// allocExpandable serves a miss of an expandable pool: it reserves the
+// stream's virtual range on first use, or reports that the range is full.
+func (d *device) allocExpandable(p *pool, size, rounded uint64, s gpumem.Stream) (gpumem.Ptr, *gpumem.OutOfMemoryError, error) {
+	if p.exp[s.Handle] != nil {
+		return 0, d.oomError(size, fmt.Errorf("caching: expandable segment's virtual range is full: %w", gpumem.ErrOutOfMemory)), nil
+	}
+	chunk := d.chunkFor(p)
+	va := (2*d.total + chunk - 1) / chunk * chunk
+	base, err := d.a.b.MemAddressReserve(va, chunk)
+	if err != nil {
+		if errors.Is(err, gpumem.ErrNotSupported) {
+			d.disableExpandable(err)
+			return d.allocSlow(p, size, rounded, s)
+		}
+		if errors.Is(err, gpumem.ErrOutOfMemory) {
+			return 0, d.oomError(size, err), nil
+		}
+		return 0, nil, fmt.Errorf("caching: reserving an expandable segment on device %d: %w", d.id, err)
+	}
+	n := va / chunk
+	seg := &segment{addr: base, size: va, pool: p, stream: s,
+		exp: &expandable{chunk: chunk, handles: make([]gpumem.MemHandle, n), mapped: make([]bool, n)}}
+	b := d.newBlock()
+	b.addr, b.size, b.stream, b.pool, b.seg = base, va, s, p, seg
+	seg.head = b
+	p.exp[s.Handle] = seg
+	d.segments[seg] = struct{}{}
+	d.stats.Segment.Add(p.statType(), 1)
+	d.cache(b)
+	if b := d.getFreeBlock(p, rounded, s.Handle); b != nil {
+		return d.allocInExpandable(b, size, rounded, s)
+	}
+	return 0, d.oomError(size, nil), nil
+}
+
+// allocInExpandable splits b, maps the chunks it covers, and hands it out.
+func (d *device) allocInExpandable(b *block, size, rounded uint64, s gpumem.Stream) (gpumem.Ptr, *gpumem.OutOfMemoryError, error) {
+	d.split(b, rounded)
+	err := d.mapRange(b)
+	if errors.Is(err, gpumem.ErrOutOfMemory) && len(d.captures) == 0 {
+		d.stats.NumAllocRetries++
+		d.releaseCached(true)
+		err = d.mapRange(b)
+	}
+	if err != nil {
+		d.mergeAndCache(b)
+		if errors.Is(err, gpumem.ErrOutOfMemory) {
+			return 0, d.oomError(size, err), nil
+		}
+		return 0, nil, err
+	}
+	return d.markAllocated(b, size), nil, nil
+}
+
+// mapRange maps every unmapped chunk under block b (out of any tree).
+func (d *device) mapRange(b *block) error {
+	seg := b.seg
+	e := seg.exp
+	first := uint64(b.addr-seg.addr) / e.chunk
+	last := (uint64(b.addr-seg.addr) + b.size - 1) / e.chunk
+	var need uint64
+	for i := first; i <= last; i++ {
+		if !e.mapped[i] {
+			need += e.chunk
+		}
+	}
+	if need == 0 {
+		return nil
+	}
+	reserved := uint64(d.stats.ReservedBytes[gpumem.StatAll].Current)
+	if d.limit > 0 && reserved+need > d.limit {
+		d.unmapForGrowth(reserved + need - d.limit)
+		reserved = uint64(d.stats.ReservedBytes[gpumem.StatAll].Current)
+		if reserved+need > d.limit {
+			return fmt.Errorf("caching: mapping %s more would exceed the memory fraction's cap of %s: %w",
+				gpumem.FormatBytes(need), gpumem.FormatBytes(d.limit), gpumem.ErrOutOfMemory)
+		}
+	}
+	if peak := uint64(d.stats.ReservedBytes[gpumem.StatAll].Peak); d.a.opts.ReleaseBeforeGrow && reserved+need > peak {
+		d.releaseForGrowth(reserved + need - peak)
+	}
+	st := seg.pool.statType()
+	for i := first; i <= last; i++ {
+		if e.mapped[i] {
+			continue
+		}
+		addr := seg.addr.Add(i * e.chunk)
+		h, err := d.a.b.MemCreate(d.id, e.chunk)
+		if err != nil {
+			return fmt.Errorf("caching: creating %s of physical memory on device %d: %w", gpumem.FormatBytes(e.chunk), d.id, err)
+		}
+		if err := d.a.b.MemMap(addr, e.chunk, 0, h); err != nil {
+			_ = d.a.b.MemRelease(h)
+			return fmt.Errorf("caching: mapping %#x: %w", uintptr(addr), err)
+		}
+		if err := d.a.b.MemSetAccess(addr, e.chunk, d.id, gpumem.AccessReadWrite); err != nil {
+			_ = d.a.b.MemUnmap(addr, e.chunk)
+			_ = d.a.b.MemRelease(h)
+			return fmt.Errorf("caching: granting access to %#x: %w", uintptr(addr), err)
+		}
+		e.handles[i], e.mapped[i] = h, true
+		e.nmapped++
+		d.stats.ReservedBytes.Add(st, int64(e.chunk))
+		d.stats.NumDeviceAlloc++
+		d.record(gpumem.ActionSegmentMap, seg.stream.Handle, addr, e.chunk)
+	}
+	return nil
+}
+
+// unmapFree unmaps up to limit bytes of chunks lying wholly inside free
+// blocks of seg. The caller has synchronized the device.
+func (d *device) unmapFree(seg *segment, limit uint64) uint64 {
+	e := seg.exp
+	var freed uint64
+	st := seg.pool.statType()
+	for b := seg.head; b != nil && freed < limit; b = b.next {
+		if !b.inTree {
+			continue
+		}
+		off := uint64(b.addr - seg.addr)
+		first := (off + e.chunk - 1) / e.chunk
+		end := (off + b.size) / e.chunk // exclusive
+		for i := first; i < end && freed < limit; i++ {
+			if !e.mapped[i] {
+				continue
+			}
+			addr := seg.addr.Add(i * e.chunk)
+			if d.a.b.MemUnmap(addr, e.chunk) != nil {
+				continue
+			}
+			if d.a.b.MemRelease(e.handles[i]) != nil {
+				// The handle leaks on the device's side; the range stays usable.
+				d.a.logf("caching: releasing physical memory at %#x failed", uintptr(addr))
+			}
+			e.handles[i], e.mapped[i] = gpumem.MemHandle{}, false
+			e.nmapped--
+			freed += e.chunk
+			d.stats.ReservedBytes.Add(st, -int64(e.chunk))
+			d.stats.NumDeviceFree++
+			d.record(gpumem.ActionSegmentUnmap, seg.stream.Handle, addr, e.chunk)
+		}
+	}
+	return freed
+}
+
+// unmapForGrowth unmaps free chunks of the device's expandable segments
+// until need bytes are unmapped.
+func (d *device) unmapForGrowth(need uint64) {
+	var cands []*segment
+	for seg := range d.segments {
+		if seg.exp != nil && seg.exp.nmapped > 0 {
+			cands = append(cands, seg)
+		}
+	}
+	if len(cands) == 0 {
+		return
+	}
+	synced := false
+	var freed uint64
+	for _, seg := range cands {
+		if freed >= need {
+			break
+		}
+		if !synced {
+			// Unmapping is not stream-ordered: the work that used the
+			// memory must be complete.
+			d.syncAll()
+			synced = true
+		}
+		freed += d.unmapFree(seg, need-freed)
+	}
+}
+
+// releaseEmptyExpandable frees the virtual ranges of expandable segments
+// with nothing mapped.
+func (d *device) releaseEmptyExpandable() {
+	for seg := range d.segments {
+		if seg.exp == nil || seg.exp.nmapped > 0 || !seg.head.inTree || seg.head.next != nil {
+			continue
+		}
+		if d.a.b.MemAddressFree(seg.addr, seg.size) != nil {
+			continue
+		}
+		d.takeFromTree(seg.pool.treeFor(seg.stream.Handle, true), seg.head)
+		delete(seg.pool.exp, seg.stream.Handle)
+		delete(d.segments, seg)
+		d.stats.Segment.Add(seg.pool.statType(), -1)
+		d.recycle(seg.head)
+	}
+}
+
+// ExpandableActive reports whether expandable segments are in use on every
+// device, and if not, why.
+func (a *Allocator) ExpandableActive() (bool, string) {
+	if !a.opts.ExpandableSegments {
+		return false, "expandable segments are not enabled (expandable_segments:True)"
+	}
+	for _, d := range a.devs {
+		d.mu.Lock()
+		on, why := d.expOn, d.expReason
+		d.mu.Unlock()
+		if !on {
+			return false, why
+		}
+	}
+	return true, "expandable segments are active"
+}

@@ -1,0 +1,232 @@
+package caching
+
+import (
+	"fmt"
+	"math/bits"
+
+	"github.com/gpumem/gpumem"
+)
+
+// Size constants of the allocator, PyTorch's.
+const (
+	MinBlockSize  = 512       // every block is a multiple of this
+	SmallSize     = 1 << 20   // requests up to this size come from the small pool
+	SmallBuffer   = 2 << 20   // size of a small-pool segment
+	LargeBuffer   = 20 << 20  // segment for large requests under MinLargeAlloc; the oversize reuse bound
+	MinLargeAlloc = 10 << 20  // requests from this size get a segment of their own size
+	RoundLarge    = 2 << 20   // large segments are multiples of this
+	maxRequest    = 1 << 62   // larger requests are invalid
+	mb            = 1 << 20   // one MiB
+	numIntervals  = 16        // power-of-two intervals of roundup_power2_divisions, from 1 MiB
+)
+
+// Upstream is where the allocator takes device memory for its regular
+// (non-expandable) segments. The default is the backend's Malloc and Free; a
+// managed-memory allocator plugs in MallocManaged here and reuses every pool
+// rule of this package.
+type Upstream interface {
+	Alloc(dev int, size uint64) (gpumem.Ptr, error)
+	Free(dev int, p gpumem.Ptr) error
+}
+
+// Division is one interval of roundup_power2_divisions: sizes in the
+// power-of-two interval starting at UpToMB MiB (PyTorch's keys) are rounded
+// to one of Divisions steps between two powers of two. UpToMB 0 is the
+// catch-all (">") covering every interval after the last listed one; a
+// single Division with UpToMB 0 applies to all sizes.
+type Division struct {
+	UpToMB    uint64
+	Divisions int
+}
+
+// Options configure an Allocator. The zero value is PyTorch's default
+// configuration with every extension off; DefaultOptions turns the
+// project's extensions on.
+type Options struct {
+	// MaxSplitSize: blocks of this size or more are never split, and an
+	// oversize request reuses an oversize cached block only when the block is
+	// smaller than the request plus LargeBuffer. 0 means unlimited.
+	MaxSplitSize uint64
+	// RoundupPower2Divisions rounds requests to power-of-two divisions
+	// (PyTorch's roundup_power2_divisions). Empty: round to 512 bytes.
+	RoundupPower2Divisions []Division
+	// GarbageCollectionThreshold in (0, 1): when reserved memory exceeds this
+	// fraction of the allowed memory (the memory fraction's cap, or the
+	// device's capacity), cached blocks not reused recently are freed, oldest
+	// first, before the device is asked for more. 0 disables.
+	GarbageCollectionThreshold float64
+	// ExpandableSegments maps physical memory on demand into one large virtual
+	// range per stream and pool (the backend's virtual memory API). Falls back
+	// to regular segments, with a message through Logf, where the device has
+	// no virtual memory management.
+	ExpandableSegments bool
+	// ExpandableSmallChunk and ExpandableLargeChunk are the mapping units of the
+	// small and large pools' expandable segments, rounded up to the device's
+	// granularity. 0: 2 MiB and 20 MiB, as PyTorch.
+	ExpandableSmallChunk, ExpandableLargeChunk uint64
+	// PerProcessMemoryFraction in (0, 1] caps reserved memory at this fraction
+	// of the device's capacity. 0: no cap.
+	PerProcessMemoryFraction float64
+	// CrossStreamReuse lets a request reuse a free block cached on another
+	// stream, after making the requesting stream wait for the owner stream,
+	// instead of growing the device's footprint. PyTorch never does this.
+	CrossStreamReuse bool
+	// ReleaseBeforeGrow frees (or, for expandable segments, unmaps) wholly free
+	// cached memory before asking the device for more whenever the request
+	// would otherwise raise the reserved high-water mark. PyTorch frees cached
+	// memory only when the device is out of memory.
+	ReleaseBeforeGrow bool
+	// HistorySize is the number of memory history entries kept per device
+	// (a ring); 0 records none.
+	HistorySize int
+	// Upstream supplies regular segments; nil: the backend's Malloc and Free.
+	Upstream Upstream
+	// OnNewSegment, if set, is called for each new regular segment with the
+	// device's lock held (it may call the backend, never the allocator). An
+	// error fails the segment, which is returned to Upstream.
+	OnNewSegment func(dev int, p gpumem.Ptr, size uint64) error
+	// Logf receives one-off diagnostics (such as the expandable-segments
+	// fallback); nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// DefaultOptions are PyTorch's defaults plus the project's extensions that
+// cost nothing on the hot path: cross-stream reuse and release before
+// growth.
+func DefaultOptions() Options {
+	return Options{CrossStreamReuse: true, ReleaseBeforeGrow: true}
+}
+
+// validate checks the options and builds the division table.
+func (o *Options) validate() (table [numIntervals]int, err error) {
+	bad := func(key, format string, args ...any) error {
+		return fmt.Errorf("caching: %s: %s: %w", key, fmt.Sprintf(format, args...), gpumem.ErrInvalidValue)
+	}
+	if o.MaxSplitSize != 0 && o.MaxSplitSize <= LargeBuffer {
+		// PyTorch requires more than 20 MiB: smaller values would keep blocks
+		// that new 20 MiB segments are carved into from ever being split.
+		return table, bad("max_split_size_mb", "%d bytes must be more than %d MiB", o.MaxSplitSize, LargeBuffer/mb)
+	}
+	if g := o.GarbageCollectionThreshold; g < 0 || g >= 1 || g != g {
+		return table, bad("garbage_collection_threshold", "%v must be in [0, 1)", g)
+	}
+	if f := o.PerProcessMemoryFraction; f < 0 || f > 1 || f != f {
+		return table, bad("per_process_memory_fraction", "%v must be in [0, 1]", f)
+	}
+	if o.HistorySize < 0 {
+		return table, bad("history_size", "%d is negative", o.HistorySize)
+	}
+	for _, c := range []uint64{o.ExpandableSmallChunk, o.ExpandableLargeChunk} {
+		if c != 0 && c%MinBlockSize != 0 {
+			return table, bad("expandable_segments", "chunk size %d is not a multiple of %d", c, MinBlockSize)
+		}
+	}
+	table, err = divisionTable(o.RoundupPower2Divisions)
+	if err != nil {
+		return table, err
+	}
+	return table, nil
+}
+
+// divisionTable builds PyTorch's 16-entry table: entry i covers sizes in
+// [2^i MiB, 2^(i+1) MiB), entry 0 also everything below 1 MiB and entry 15
+// everything from 32 GiB. The first listed interval also covers every
+// interval before it; ">" covers every interval after the last listed one.
+func divisionTable(divs []Division) (table [numIntervals]int, err error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("caching: roundup_power2_divisions: %s: %w", fmt.Sprintf(format, args...), gpumem.ErrInvalidValue)
+	}
+	if len(divs) == 1 && divs[0].UpToMB == 0 {
+		d := divs[0].Divisions
+		if d < 0 || (d != 0 && d&(d-1) != 0) {
+			return table, bad("%d divisions is not a power of two", d)
+		}
+		for i := range table {
+			table[i] = d
+		}
+		return table, nil
+	}
+	last := -1
+	for _, dv := range divs {
+		d := dv.Divisions
+		if d < 0 || (d != 0 && d&(d-1) != 0) {
+			return table, bad("%d divisions is not a power of two", d)
+		}
+		if dv.UpToMB == 0 {
+			for i := last + 1; i < numIntervals; i++ {
+				table[i] = d
+			}
+			last = numIntervals - 1
+			continue
+		}
+		if dv.UpToMB&(dv.UpToMB-1) != 0 {
+			return table, bad("interval %d MB is not a power of two", dv.UpToMB)
+		}
+		idx := min(bits.Len64(dv.UpToMB)-1, numIntervals-1)
+		if idx <= last {
+			return table, bad("interval %d MB is not in increasing order", dv.UpToMB)
+		}
+		if last < 0 {
+			for i := 0; i < idx; i++ {
+				table[i] = d
+			}
+		}
+		table[idx] = d
+		last = idx
+	}
+	return table, nil
+}
+
+// divisionsFor returns the divisions configured for size.
+func divisionsFor(table *[numIntervals]int, size uint64) int {
+	logSize := bits.Len64(size) - 1
+	idx := 0
+	if logSize > 20 {
+		idx = logSize - 20
+	}
+	if idx >= numIntervals {
+		idx = numIntervals - 1
+	}
+	return table[idx]
+}
+
+// roundSize is PyTorch's round_size: at least 512 bytes; with divisions > 1
+// configured for the size (and size > 512 × divisions), the next of the
+// divisions steps between two powers of two; otherwise a multiple of 512.
+func roundSize(table *[numIntervals]int, size uint64) uint64 {
+	if size < MinBlockSize {
+		return MinBlockSize
+	}
+	if d := uint64(divisionsFor(table, size)); d > 1 && size > MinBlockSize*d {
+		return roundPow2Division(size, d)
+	}
+	return (size + MinBlockSize - 1) &^ (MinBlockSize - 1)
+}
+
+func roundPow2Division(size, divisions uint64) uint64 {
+	if size&(size-1) == 0 {
+		return size
+	}
+	floor := uint64(1) << (bits.Len64(size) - 1)
+	step := floor >> (bits.Len64(divisions) - 1)
+	if step == 0 {
+		return floor << 1
+	}
+	r := size &^ (step - 1)
+	if r == size {
+		return size
+	}
+	return r + step
+}
+
+// segmentSize is PyTorch's get_allocation_size.
+func segmentSize(size uint64) uint64 {
+	switch {
+	case size <= SmallSize:
+		return SmallBuffer
+	case size < MinLargeAlloc:
+		return LargeBuffer
+	default:
+		return (size + RoundLarge - 1) &^ (RoundLarge - 1)
+	}
+}

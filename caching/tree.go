@@ -1,0 +1,157 @@
+package caching
+
+// tree is an ordered set of free blocks keyed by (size, addr): a treap whose
+// nodes are the blocks themselves, so inserting and removing allocate
+// nothing. The priority is a hash of the key, which keeps the shape random
+// without a generator. Every operation is O(log n) expected.
+type tree struct {
+	root *block
+	n    int
+}
+
+func prioOf(b *block) uint32 {
+	h := (uint64(b.addr) ^ b.size*0x9E3779B97F4A7C15) * 0xBF58476D1CE4E5B9
+	return uint32(h >> 32)
+}
+
+// keyLess reports whether block a orders before the key (size, addr).
+func keyLess(a *block, size uint64, addr uintptr) bool {
+	if a.size != size {
+		return a.size < size
+	}
+	return uintptr(a.addr) < addr
+}
+
+func (t *tree) insert(b *block) {
+	b.left, b.right = nil, nil
+	b.prio = prioOf(b)
+	b.inTree = true
+	t.root = treeInsert(t.root, b)
+	t.n++
+}
+
+func treeInsert(root, b *block) *block {
+	if root == nil {
+		return b
+	}
+	if b.prio > root.prio {
+		b.left, b.right = treeSplit(root, b.size, uintptr(b.addr))
+		return b
+	}
+	if keyLess(b, root.size, uintptr(root.addr)) {
+		root.left = treeInsert(root.left, b)
+	} else {
+		root.right = treeInsert(root.right, b)
+	}
+	return root
+}
+
+// treeSplit splits t into the nodes ordering before (size, addr) and the rest.
+func treeSplit(t *block, size uint64, addr uintptr) (l, r *block) {
+	if t == nil {
+		return nil, nil
+	}
+	if keyLess(t, size, addr) {
+		t.right, r = treeSplit(t.right, size, addr)
+		return t, r
+	}
+	l, t.left = treeSplit(t.left, size, addr)
+	return l, t
+}
+
+func treeMerge(l, r *block) *block {
+	if l == nil {
+		return r
+	}
+	if r == nil {
+		return l
+	}
+	if l.prio > r.prio {
+		l.right = treeMerge(l.right, r)
+		return l
+	}
+	r.left = treeMerge(l, r.left)
+	return r
+}
+
+func (t *tree) remove(b *block) {
+	t.root = treeRemove(t.root, b)
+	b.left, b.right = nil, nil
+	b.inTree = false
+	t.n--
+}
+
+func treeRemove(root, b *block) *block {
+	if root == nil {
+		// Not reachable while the tree's invariants hold.
+		panic("caching: internal error: block missing from its free tree")
+	}
+	if root == b {
+		return treeMerge(b.left, b.right)
+	}
+	if keyLess(b, root.size, uintptr(root.addr)) {
+		root.left = treeRemove(root.left, b)
+	} else {
+		root.right = treeRemove(root.right, b)
+	}
+	return root
+}
+
+// lowerBound returns the first block with size >= size (lowest address among
+// equal sizes), or nil.
+func (t *tree) lowerBound(size uint64) *block {
+	var best *block
+	for n := t.root; n != nil; {
+		if n.size >= size {
+			best = n
+			n = n.left
+		} else {
+			n = n.right
+		}
+	}
+	return best
+}
+
+// next returns the block following b in key order, or nil.
+func (t *tree) next(b *block) *block {
+	var succ *block
+	for n := t.root; n != nil; {
+		if keyLess(b, n.size, uintptr(n.addr)) {
+			succ = n
+			n = n.left
+		} else {
+			n = n.right
+		}
+	}
+	return succ
+}
+
+// max returns the largest block, or nil.
+func (t *tree) max() *block {
+	n := t.root
+	if n == nil {
+		return nil
+	}
+	for n.right != nil {
+		n = n.right
+	}
+	return n
+}
+
+// each calls fn for every block in key order; fn must not change the tree.
+func (t *tree) each(fn func(*block)) { treeEach(t.root, fn) }
+
+func treeEach(n *block, fn func(*block)) {
+	for n != nil {
+		treeEach(n.left, fn)
+		fn(n)
+		n = n.right
+	}
+}
+
+// collect returns the blocks in key order, for callers that change the tree.
+func (t *tree) collect() []*block {
+	out := make([]*block, 0, t.n)
+	t.each(func(b *block) { out = append(out, b) })
+	return out
+}
