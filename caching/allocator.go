@@ -92,12 +92,12 @@ func (p *pool) treeFor(stream uintptr, create bool) *tree {
 
 // privatePool holds the memory of graph captures (PyTorch's graph pools).
 type privatePool struct {
-	id          PoolID
-	small       *pool
-	large       *pool
-	users       int  // captures and graphs holding the pool
-	segments    int  // live segments
-	released    bool // ReleasePool called for every user: free segments as they empty
+	id       PoolID
+	small    *pool
+	large    *pool
+	users    int  // captures and graphs holding the pool
+	segments int  // live segments
+	released bool // ReleasePool called for every user: free segments as they empty
 }
 
 type pendingEvent struct {
@@ -168,8 +168,10 @@ var (
 
 type backendUpstream struct{ b gpumem.Backend }
 
-func (u backendUpstream) Alloc(dev int, size uint64) (gpumem.Ptr, error) { return u.b.Malloc(dev, size) }
-func (u backendUpstream) Free(dev int, p gpumem.Ptr) error                { return u.b.Free(dev, p) }
+func (u backendUpstream) Alloc(dev int, size uint64) (gpumem.Ptr, error) {
+	return u.b.Malloc(dev, size)
+}
+func (u backendUpstream) Free(dev int, p gpumem.Ptr) error { return u.b.Free(dev, p) }
 
 // New returns an allocator over b configured by opts. It asks b for its
 // devices and their capacities; it allocates nothing until asked.

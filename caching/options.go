@@ -9,15 +9,15 @@ import (
 
 // Size constants of the allocator, PyTorch's.
 const (
-	MinBlockSize  = 512       // every block is a multiple of this
-	SmallSize     = 1 << 20   // requests up to this size come from the small pool
-	SmallBuffer   = 2 << 20   // size of a small-pool segment
-	LargeBuffer   = 20 << 20  // segment for large requests under MinLargeAlloc; the oversize reuse bound
-	MinLargeAlloc = 10 << 20  // requests from this size get a segment of their own size
-	RoundLarge    = 2 << 20   // large segments are multiples of this
-	maxRequest    = 1 << 62   // larger requests are invalid
-	mb            = 1 << 20   // one MiB
-	numIntervals  = 16        // power-of-two intervals of roundup_power2_divisions, from 1 MiB
+	MinBlockSize  = 512      // every block is a multiple of this
+	SmallSize     = 1 << 20  // requests up to this size come from the small pool
+	SmallBuffer   = 2 << 20  // size of a small-pool segment
+	LargeBuffer   = 20 << 20 // segment for large requests under MinLargeAlloc; the oversize reuse bound
+	MinLargeAlloc = 10 << 20 // requests from this size get a segment of their own size
+	RoundLarge    = 2 << 20  // large segments are multiples of this
+	maxRequest    = 1 << 62  // larger requests are invalid
+	mb            = 1 << 20  // one MiB
+	numIntervals  = 16       // power-of-two intervals of roundup_power2_divisions, from 1 MiB
 )
 
 // Upstream is where the allocator takes device memory for its regular
