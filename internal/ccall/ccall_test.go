@@ -269,6 +269,47 @@ func stackCall(depth int) int {
 	return 0
 }
 
+// growCallback is a C-callable Go function that needs much more stack than
+// the calling goroutine has, so calling it from C on the same goroutine
+// moves that goroutine's stack while the trampoline waits for its result.
+var growCallback = sync.OnceValue(func() uintptr {
+	return purego.NewCallback(func(x uintptr) uintptr { return x + uintptr(deep(1000)) })
+})
+
+//go:noinline
+func deep(n int) int {
+	var pad [256]byte
+	pad[n%256] = 1
+	if n == 0 {
+		return 0
+	}
+	return deep(n-1) + int(pad[n%256])
+}
+
+// TestResultAfterStackMove checks that results reach the caller's frame when
+// the callee called back into Go and the goroutine stack moved meanwhile.
+func TestResultAfterStackMove(t *testing.T) {
+	loadLibc(t)
+	cb := growCallback()
+	for i := uintptr(0); i < 3; i++ {
+		done := make(chan [3]uintptr)
+		go func() { // fresh goroutine: small stack, certain to move
+			r1 := Call1(cb, 7+i)
+			r2, failed := CallPre6(libc.abs, 0, cb, 11+i, 0, 0, 0, 0, 0)
+			f := uintptr(0)
+			if failed {
+				f = 1
+			}
+			done <- [3]uintptr{r1, r2, f}
+		}()
+		got := <-done
+		want := [3]uintptr{7 + i + 1000, 11 + i + 1000, 0}
+		if got != want {
+			t.Errorf("results after the stack moved = %v, want %v", got, want)
+		}
+	}
+}
+
 func TestGoString(t *testing.T) {
 	if GoString(0) != "" {
 		t.Error("GoString(0) is not empty")
