@@ -72,7 +72,7 @@ type Manager struct {
 	closed   bool
 	live     map[*Buffer]struct{}
 	holds    map[gpumem.Stream]map[*Buffer]struct{} // buffers held or pending on a stream
-	nMoving  int // buffers moving plus allocations in flight; Close waits for 0
+	nMoving  int                                    // buffers moving plus allocations in flight; Close waits for 0
 	nextID   uint64
 	clock    uint64
 	tiers    [numTiers]TierStats

@@ -6,7 +6,7 @@ import "sort"
 // being relieved, not locked and not moving.
 type Candidate struct {
 	Buffer   *Buffer
-	Info              // ID, Size, Priority, Tier
+	Info            // ID, Size, Priority, Tier
 	LastUsed uint64 // logical time of its last release (or allocation); smaller is older
 }
 

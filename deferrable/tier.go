@@ -42,8 +42,8 @@ type Info struct {
 // that caused the event; they may call the manager, but a callback that blocks
 // delays that goroutine (an allocation, an Acquire, an OOM handler).
 type Callbacks struct {
-	Register func(Info)                // a buffer was allocated
-	Free     func(Info)                // a buffer was freed (Free or Close)
+	Register func(Info)                 // a buffer was allocated
+	Free     func(Info)                 // a buffer was freed (Free or Close)
 	Spill    func(info Info, from Tier) // a buffer moved down, from `from` to info.Tier
 	Unspill  func(info Info, from Tier) // a buffer moved up, from `from` to info.Tier
 }
@@ -101,10 +101,10 @@ type Stats struct {
 	AsyncLocks      int `json:"async_locks"`      // AcquireAsync holds not yet released
 	PendingReleases int `json:"pending_releases"` // async releases whose event was not yet seen complete
 
-	Allocs          int64 `json:"allocs"`
-	Frees           int64 `json:"frees"`
-	AllocRetries    int64 `json:"alloc_retries"`     // device allocations retried after spilling
-	OOMHandlerCalls int64 `json:"oom_handler_calls"` // calls of the handler from OOMHandler
+	Allocs          int64  `json:"allocs"`
+	Frees           int64  `json:"frees"`
+	AllocRetries    int64  `json:"alloc_retries"`     // device allocations retried after spilling
+	OOMHandlerCalls int64  `json:"oom_handler_calls"` // calls of the handler from OOMHandler
 	OOMSpilledBytes uint64 `json:"oom_spilled_bytes"` // bytes those calls spilled
 }
 
