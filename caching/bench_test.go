@@ -1,0 +1,73 @@
+package caching
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/gpumem/gpumem"
+)
+
+func newBenchAllocator(b testing.TB, backend gpumem.Backend) *Allocator {
+	a, err := New(backend, DefaultOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return a
+}
+
+// BenchmarkCacheHitPair measures an allocation and free served from the cache.
+func BenchmarkCacheHitPair(b *testing.B) {
+	a := newBenchAllocator(b, newFake(1<<34))
+	defer a.Close()
+	s := gpumem.Stream{Handle: 1}
+	p, _ := a.Allocate(4096, s)
+	_ = a.Deallocate(p, s)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p, err := a.Allocate(4096, s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := a.Deallocate(p, s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParallel16 measures contention: 16 goroutines allocating and
+// freeing on one device, each on its own stream, a few blocks live each.
+func BenchmarkParallel16(b *testing.B) {
+	a := newBenchAllocator(b, newFake(1<<36))
+	defer a.Close()
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	per := b.N/16 + 1
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			s := gpumem.Stream{Handle: uintptr(g + 1)}
+			var ring [4]gpumem.Ptr
+			for i := 0; i < per; i++ {
+				k := i & 3
+				if ring[k] != 0 {
+					_ = a.Deallocate(ring[k], s)
+				}
+				p, err := a.Allocate(uint64(512*(1+(i*7+g)%64)), s)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				ring[k] = p
+			}
+			for _, p := range ring {
+				if p != 0 {
+					_ = a.Deallocate(p, s)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+}
