@@ -1,0 +1,81 @@
+package driver
+
+import "github.com/gpumem/gpumem"
+
+// CUresult values the backend maps to sentinels (cuda.h).
+const (
+	cudaErrorInvalidValue       = 1
+	cudaErrorOutOfMemory        = 2
+	cudaErrorNoDevice           = 100
+	cudaErrorInvalidDevice      = 101
+	cudaErrorInvalidContext     = 201
+	cudaErrorPeerUnsupported    = 217
+	cudaErrorInvalidHandle      = 400
+	cudaErrorNotFound           = 500
+	cudaErrorPeerNotEnabled     = 705
+	cudaErrorNotPermitted       = 800
+	cudaErrorNotSupported       = 801
+	cudaErrorCaptureUnsupported = 900
+)
+
+// sentinel maps a CUresult to the gpumem sentinel it means.
+func sentinel(code int) error {
+	switch code {
+	case cudaErrorOutOfMemory:
+		return gpumem.ErrOutOfMemory
+	case cudaErrorNoDevice:
+		return gpumem.ErrNoDevice
+	case cudaErrorNotSupported, cudaErrorPeerUnsupported, cudaErrorCaptureUnsupported:
+		return gpumem.ErrNotSupported
+	case cudaErrorInvalidValue, cudaErrorInvalidDevice, cudaErrorInvalidContext,
+		cudaErrorInvalidHandle, cudaErrorNotFound, cudaErrorPeerNotEnabled, cudaErrorNotPermitted:
+		return gpumem.ErrInvalidValue
+	}
+	return nil
+}
+
+// attributes maps gpumem attributes to CUdevice_attribute (cuda.h).
+var attributes = map[gpumem.Attribute]int32{
+	gpumem.AttrComputeCapabilityMajor:  75,  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+	gpumem.AttrComputeCapabilityMinor:  76,  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+	gpumem.AttrMultiprocessorCount:     16,  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+	gpumem.AttrUnifiedAddressing:       41,  // CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING
+	gpumem.AttrManagedMemory:           83,  // CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY
+	gpumem.AttrConcurrentManagedAccess: 89,  // CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS
+	gpumem.AttrPageableMemoryAccess:    88,  // CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS
+	gpumem.AttrCanMapHostMemory:        19,  // CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY
+	gpumem.AttrMemoryPoolsSupported:    115, // CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED
+	gpumem.AttrVirtualMemoryManagement: 102, // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+	gpumem.AttrIntegrated:              18,  // CU_DEVICE_ATTRIBUTE_INTEGRATED
+	gpumem.AttrPCIBusID:                33,  // CU_DEVICE_ATTRIBUTE_PCI_BUS_ID
+	gpumem.AttrPCIDeviceID:             34,  // CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID
+	gpumem.AttrClockRateKHz:            13,  // CU_DEVICE_ATTRIBUTE_CLOCK_RATE
+	gpumem.AttrMemoryClockRateKHz:      36,  // CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE
+	gpumem.AttrGlobalMemoryBusWidth:    37,  // CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH
+	gpumem.AttrL2CacheSize:             38,  // CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
+}
+
+func attribute(a gpumem.Attribute) (int32, bool) {
+	v, ok := attributes[a]
+	return v, ok
+}
+
+// advice maps gpumem advice to CUmem_advise (cuda.h: SET_READ_MOSTLY 1 ..
+// UNSET_ACCESSED_BY 6). CUDA has no coarse-grain advice.
+func advice(a gpumem.Advice) (int32, bool) {
+	switch a {
+	case gpumem.AdviseSetReadMostly:
+		return 1, true
+	case gpumem.AdviseUnsetReadMostly:
+		return 2, true
+	case gpumem.AdviseSetPreferredLocation:
+		return 3, true
+	case gpumem.AdviseUnsetPreferredLocation:
+		return 4, true
+	case gpumem.AdviseSetAccessedBy:
+		return 5, true
+	case gpumem.AdviseUnsetAccessedBy:
+		return 6, true
+	}
+	return 0, false
+}

@@ -1,0 +1,77 @@
+package hip
+
+import "github.com/gpumem/gpumem"
+
+// hipError_t values the backend maps to sentinels (hip_runtime_api.h).
+const (
+	hipErrorInvalidValue         = 1
+	hipErrorOutOfMemory          = 2
+	hipErrorInvalidDevicePointer = 17
+	hipErrorNoDevice             = 100
+	hipErrorInvalidDevice        = 101
+	hipErrorInvalidContext       = 201
+	hipErrorInvalidHandle        = 400
+	hipErrorNotFound             = 500
+	hipErrorPeerAccessNotEnabled = 705
+	hipErrorNotSupported         = 801
+)
+
+// sentinel maps a hipError_t to the gpumem sentinel it means.
+func sentinel(code int) error {
+	switch code {
+	case hipErrorOutOfMemory:
+		return gpumem.ErrOutOfMemory
+	case hipErrorNoDevice:
+		return gpumem.ErrNoDevice
+	case hipErrorNotSupported:
+		return gpumem.ErrNotSupported
+	case hipErrorInvalidValue, hipErrorInvalidDevicePointer, hipErrorInvalidDevice,
+		hipErrorInvalidContext, hipErrorInvalidHandle, hipErrorNotFound, hipErrorPeerAccessNotEnabled:
+		return gpumem.ErrInvalidValue
+	}
+	return nil
+}
+
+// attributes maps gpumem attributes to hipDeviceAttribute_t
+// (hip_runtime_api.h of HIP 5.2; the enum is numbered differently from
+// CUDA's). HIP 5.2 has no virtual-memory-management attribute.
+var attributes = map[gpumem.Attribute]int32{
+	gpumem.AttrComputeCapabilityMajor:  23, // hipDeviceAttributeComputeCapabilityMajor
+	gpumem.AttrComputeCapabilityMinor:  61, // hipDeviceAttributeComputeCapabilityMinor
+	gpumem.AttrMultiprocessorCount:     63, // hipDeviceAttributeMultiprocessorCount
+	gpumem.AttrUnifiedAddressing:       85, // hipDeviceAttributeUnifiedAddressing
+	gpumem.AttrManagedMemory:           24, // hipDeviceAttributeManagedMemory
+	gpumem.AttrConcurrentManagedAccess: 9,  // hipDeviceAttributeConcurrentManagedAccess
+	gpumem.AttrPageableMemoryAccess:    65, // hipDeviceAttributePageableMemoryAccess
+	gpumem.AttrCanMapHostMemory:        3,  // hipDeviceAttributeCanMapHostMemory
+	gpumem.AttrMemoryPoolsSupported:    88, // hipDeviceAttributeMemoryPoolsSupported
+	gpumem.AttrIntegrated:              16, // hipDeviceAttributeIntegrated
+	gpumem.AttrPCIBusID:                67, // hipDeviceAttributePciBusId
+	gpumem.AttrPCIDeviceID:             68, // hipDeviceAttributePciDeviceId
+	gpumem.AttrClockRateKHz:            5,  // hipDeviceAttributeClockRate
+	gpumem.AttrMemoryClockRateKHz:      60, // hipDeviceAttributeMemoryClockRate
+	gpumem.AttrGlobalMemoryBusWidth:    59, // hipDeviceAttributeMemoryBusWidth
+	gpumem.AttrL2CacheSize:             19, // hipDeviceAttributeL2CacheSize
+}
+
+func attribute(a gpumem.Attribute) (int32, bool) {
+	v, ok := attributes[a]
+	return v, ok
+}
+
+// advices maps gpumem advice to hipMemoryAdvise.
+var advices = map[gpumem.Advice]int32{
+	gpumem.AdviseSetReadMostly:          1,   // hipMemAdviseSetReadMostly
+	gpumem.AdviseUnsetReadMostly:        2,   // hipMemAdviseUnsetReadMostly
+	gpumem.AdviseSetPreferredLocation:   3,   // hipMemAdviseSetPreferredLocation
+	gpumem.AdviseUnsetPreferredLocation: 4,   // hipMemAdviseUnsetPreferredLocation
+	gpumem.AdviseSetAccessedBy:          5,   // hipMemAdviseSetAccessedBy
+	gpumem.AdviseUnsetAccessedBy:        6,   // hipMemAdviseUnsetAccessedBy
+	gpumem.AdviseSetCoarseGrain:         100, // hipMemAdviseSetCoarseGrain
+	gpumem.AdviseUnsetCoarseGrain:       101, // hipMemAdviseUnsetCoarseGrain
+}
+
+func advice(a gpumem.Advice) (int32, bool) {
+	v, ok := advices[a]
+	return v, ok
+}
