@@ -1,11 +1,14 @@
 package vendor
 
+import "github.com/gpumem/gpumem/internal/callback"
+
 // Host functions and user-object destructors all go through the process's
-// single C-callable dispatcher: fn is registered under an id that the runtime
-// passes back as userData.
+// single C-callable dispatcher (purego callbacks are limited in number and
+// never freed): fn is registered under an id that the runtime passes back as
+// userData, and runs once.
 
-func registerCallback(fn func()) uintptr { return 0 }
+func registerCallback(fn func()) uintptr { return callback.Register(fn, true) }
 
-func unregisterCallback(id uintptr) {}
+func unregisterCallback(id uintptr) { callback.Unregister(id) }
 
-func callbackPointer() uintptr { return 0 }
+func callbackPointer() uintptr { return callback.Pointer() }
