@@ -1,0 +1,345 @@
+package asyncpool
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gpumem/gpumem"
+)
+
+// Allocator is the stream-ordered pool allocator. See doc.go for an overview.
+// It implements gpumem.Resource and gpumem.StreamRecorder and is safe for
+// concurrent use.
+type Allocator struct {
+	b    gpumem.Backend
+	opts Options
+
+	closed atomic.Bool
+	devs   []atomic.Pointer[device] // lazily created, indexed by ordinal
+
+	initMu sync.Mutex // serialises device creation only (never on the hot path)
+
+	hookMu    sync.Mutex
+	handler   atomic.Pointer[gpumem.OOMHandler]
+	observers atomic.Pointer[[]gpumem.OOMObserver]
+}
+
+var (
+	_ gpumem.Resource       = (*Allocator)(nil)
+	_ gpumem.StreamRecorder = (*Allocator)(nil)
+)
+
+// New makes an allocator over b's stream-ordered pools. Devices are set up
+// lazily, on their first use.
+func New(b gpumem.Backend, opts Options) (*Allocator, error) {
+	if b == nil {
+		return nil, fmt.Errorf("asyncpool: nil backend: %w", gpumem.ErrInvalidValue)
+	}
+	if err := opts.normalize(); err != nil {
+		return nil, err
+	}
+	n, err := b.DeviceCount()
+	if err != nil {
+		return nil, fmt.Errorf("asyncpool: counting devices: %w", err)
+	}
+	if n <= 0 {
+		return nil, fmt.Errorf("asyncpool: backend %s reports no device: %w", b.Name(), gpumem.ErrNoDevice)
+	}
+	for _, p := range opts.PeerAccess {
+		if p >= n {
+			return nil, fmt.Errorf("asyncpool: peer device %d out of range (%d devices): %w", p, n, gpumem.ErrInvalidValue)
+		}
+	}
+	return &Allocator{b: b, opts: opts, devs: make([]atomic.Pointer[device], n)}, nil
+}
+
+// Options returns the options in force (normalised).
+func (a *Allocator) Options() Options {
+	o := a.opts
+	o.PeerAccess = append([]int(nil), o.PeerAccess...)
+	return o
+}
+
+// device returns the state of device dev, creating it on first use.
+func (a *Allocator) device(dev int) (*device, error) {
+	if a.closed.Load() {
+		return nil, errClosed
+	}
+	if dev < 0 || dev >= len(a.devs) {
+		return nil, fmt.Errorf("asyncpool: device %d out of range (%d devices): %w", dev, len(a.devs), gpumem.ErrInvalidValue)
+	}
+	if d := a.devs[dev].Load(); d != nil {
+		return d, nil
+	}
+	return a.initDevice(dev)
+}
+
+var errClosed = fmt.Errorf("asyncpool: allocator is closed: %w", gpumem.ErrClosed)
+
+func (a *Allocator) initDevice(dev int) (*device, error) {
+	a.initMu.Lock()
+	defer a.initMu.Unlock()
+	if a.closed.Load() {
+		return nil, errClosed
+	}
+	if d := a.devs[dev].Load(); d != nil {
+		return d, nil
+	}
+	d, err := newDevice(a, dev)
+	if err != nil {
+		return nil, err
+	}
+	a.devs[dev].Store(d)
+	return d, nil
+}
+
+// existing returns the devices created so far.
+func (a *Allocator) existing() []*device {
+	var out []*device
+	for i := range a.devs {
+		if d := a.devs[i].Load(); d != nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Allocate returns size bytes usable in stream order on s, from the pool of
+// s's device: one MallocFromPoolAsync plus bookkeeping. Above the throttle
+// ratio the free stream is first joined into s. On exhaustion it waits for
+// the device, trims the pool and tries once more, then asks the OOM handler,
+// and fails with an *gpumem.OutOfMemoryError.
+func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
+	d, err := a.device(s.Device)
+	if err != nil {
+		return 0, err
+	}
+	d.life.RLock()
+	defer d.life.RUnlock()
+	if d.closed {
+		return 0, errClosed
+	}
+	if size == 0 {
+		return 0, fmt.Errorf("asyncpool: allocation of 0 bytes: %w", gpumem.ErrInvalidValue)
+	}
+	if size > d.total {
+		return 0, fmt.Errorf("asyncpool: allocation of %d bytes exceeds device %d's capacity of %d: %w",
+			size, d.id, d.total, gpumem.ErrInvalidValue)
+	}
+	ci, err := d.captureInfo(s)
+	if err != nil {
+		return 0, err
+	}
+	capturing := ci.Status == gpumem.CaptureActive
+	if !capturing {
+		d.housekeep()
+		if err := d.throttle(s, size); err != nil {
+			return 0, err
+		}
+	}
+	var gs *graphState
+	if capturing {
+		if gs, err = d.graphFor(ci, s); err != nil {
+			return 0, err
+		}
+	}
+	p, err := d.malloc(size, s, capturing)
+	if err != nil {
+		return 0, err
+	}
+	if gs != nil {
+		if err := d.markLaunch(gs, s); err != nil {
+			d.allocated.Add(-int64(size))
+			if ferr := a.b.FreeAsync(p, s); ferr != nil {
+				err = errors.Join(err, ferr)
+			}
+			return 0, err
+		}
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		// Close is waiting on life; it cannot be here. Kept for clarity.
+		return 0, errClosed
+	}
+	if _, dup := d.recs[p]; dup {
+		d.mu.Unlock()
+		d.allocated.Add(-int64(size))
+		return 0, fmt.Errorf("asyncpool: backend returned address %#x, which is still live: %w", uintptr(p), gpumem.ErrInvalidValue)
+	}
+	d.recs[p] = record{size: size, stream: s, graph: gs}
+	if gs != nil {
+		gs.allocs[p] = struct{}{}
+	}
+	d.noteAlloc(p, size, s)
+	d.mu.Unlock()
+	return p, nil
+}
+
+// RecordStream marks p as used on s: when p is freed, its memory is not
+// reused until the work queued on s up to the free has completed (the free
+// then goes through the free stream, joined to every using stream).
+func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
+	d, err := a.device(s.Device)
+	if err != nil {
+		return err
+	}
+	owner, err := a.owner(d, p)
+	if err != nil {
+		return err
+	}
+	owner.life.RLock()
+	defer owner.life.RUnlock()
+	if owner.closed {
+		return errClosed
+	}
+	owner.mu.Lock()
+	defer owner.mu.Unlock()
+	rec, ok := owner.recs[p]
+	if !ok || rec.state != stateLive {
+		return fmt.Errorf("asyncpool: RecordStream of %#x: not allocated by this allocator or already freed: %w", uintptr(p), gpumem.ErrInvalidValue)
+	}
+	if s == rec.stream {
+		return nil
+	}
+	for _, u := range rec.streams {
+		if u == s {
+			return nil
+		}
+	}
+	rec.streams = append(rec.streams, s)
+	owner.recs[p] = rec
+	return nil
+}
+
+// owner finds the device holding p, looking at d first.
+func (a *Allocator) owner(d *device, p gpumem.Ptr) (*device, error) {
+	d.mu.Lock()
+	_, ok := d.recs[p]
+	d.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	for _, o := range a.existing() {
+		if o == d {
+			continue
+		}
+		o.mu.Lock()
+		_, ok := o.recs[p]
+		o.mu.Unlock()
+		if ok {
+			return o, nil
+		}
+	}
+	return d, nil
+}
+
+// Deallocate frees p, whose last use is ordered on s. With no recorded
+// streams this is one FreeAsync on s. With recorded streams the allocation
+// stream, s and every recorded stream are joined into the device's free
+// stream by events and the memory is freed there. Frees that involve a graph
+// capture follow the four cases of doc.go.
+func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
+	d, err := a.device(s.Device)
+	if err != nil {
+		return err
+	}
+	if p == 0 {
+		return fmt.Errorf("asyncpool: Deallocate of a nil pointer: %w", gpumem.ErrInvalidValue)
+	}
+	owner, err := a.owner(d, p)
+	if err != nil {
+		return err
+	}
+	return owner.deallocate(p, s)
+}
+
+// SetOOMHandler installs the handler called (with no lock held) before an
+// allocation fails for lack of memory; nil removes it.
+func (a *Allocator) SetOOMHandler(h gpumem.OOMHandler) {
+	if h == nil {
+		a.handler.Store(nil)
+		return
+	}
+	a.handler.Store(&h)
+}
+
+// AddOOMObserver adds an observer told of every out-of-memory failure.
+func (a *Allocator) AddOOMObserver(o gpumem.OOMObserver) {
+	if o == nil {
+		return
+	}
+	a.hookMu.Lock()
+	defer a.hookMu.Unlock()
+	var list []gpumem.OOMObserver
+	if old := a.observers.Load(); old != nil {
+		list = append(list, (*old)...)
+	}
+	list = append(list, o)
+	a.observers.Store(&list)
+}
+
+// EnablePeer grants device peer read-write access to the pool of device dev
+// (MemPoolSetAccess), so that streams of peer may use its allocations.
+func (a *Allocator) EnablePeer(dev, peer int) error {
+	d, err := a.device(dev)
+	if err != nil {
+		return err
+	}
+	if peer < 0 || peer >= len(a.devs) {
+		return fmt.Errorf("asyncpool: peer device %d out of range: %w", peer, gpumem.ErrInvalidValue)
+	}
+	if peer == dev {
+		return nil
+	}
+	d.life.RLock()
+	defer d.life.RUnlock()
+	if d.closed {
+		return errClosed
+	}
+	if err := a.b.MemPoolSetAccess(d.pool, peer, gpumem.AccessReadWrite); err != nil {
+		return fmt.Errorf("asyncpool: granting device %d access to device %d's pool: %w", peer, dev, err)
+	}
+	return nil
+}
+
+// EmptyCache trims every device's pool: it waits for the free streams,
+// frees what graphs have released, and returns unused reserved memory to the
+// device (MemPoolTrimTo 0). It is refused while a capture that the allocator
+// has seen is open on the device, since trimming would synchronize.
+func (a *Allocator) EmptyCache() error {
+	if a.closed.Load() {
+		return errClosed
+	}
+	var errs []error
+	for _, d := range a.existing() {
+		if err := d.trim(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close frees every allocation still outstanding (user-held ones included),
+// waits for the device, destroys the free streams, events and any pool of
+// its own, and restores the default pool's attributes. Allocations owned by
+// graphs that still exist cannot be freed safely: Close leaves them to the
+// graph and says how many in its error. Every later call fails with
+// ErrClosed. Close is idempotent.
+func (a *Allocator) Close() error {
+	a.initMu.Lock()
+	if a.closed.Swap(true) {
+		a.initMu.Unlock()
+		return nil
+	}
+	a.initMu.Unlock()
+	var errs []error
+	for _, d := range a.existing() {
+		if err := d.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

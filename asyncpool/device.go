@@ -1,0 +1,450 @@
+package asyncpool
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gpumem/gpumem"
+)
+
+// Record states.
+const (
+	stateLive        uint8 = iota // held by the user
+	stateGraphOwned               // freed by the user outside the capture that allocated it: the graph owns it
+	stateDeferred                 // freed by the user inside a capture: held until that graph is destroyed
+	stateGraphFreeing             // the graph is gone: queued for a free on the free stream
+)
+
+// record is what the allocator knows of one live allocation. Records are
+// stored by value in the device's map so that the hot path allocates nothing.
+type record struct {
+	size    uint64
+	stream  gpumem.Stream   // the allocation stream
+	streams []gpumem.Stream // streams recorded with RecordStream
+	graph   *graphState     // the capture that allocated it, or nil
+	state   uint8
+	// For stateDeferred and stateGraphFreeing: the stream the user freed on.
+	freeOn gpumem.Stream
+	// For stateGraphFreeing: whether the memory is live and must be freed
+	// (false: a graph allocation of a graph never launched; nothing to free).
+	mustFree bool
+}
+
+// pendingFree is a free enqueued on the free stream whose completion is not
+// yet known. ev is recorded on the free stream after the free (zero when no
+// event could be recorded: complete once a later entry is).
+type pendingFree struct {
+	ev   gpumem.Event
+	p    gpumem.Ptr
+	size uint64
+}
+
+// device is the allocator's state for one device. Lock order: life, then mu
+// or freeMu (never both at once: each is taken alone), evMu and relMu are
+// leaves.
+type device struct {
+	a     *Allocator
+	b     gpumem.Backend
+	id    int
+	pool  gpumem.MemPool
+	own   bool      // pool created by the allocator
+	orig  [4]uint64 // the default pool's attributes before New, restored by Close
+	total uint64
+	limit uint64 // memory-fraction cap on allocated bytes, 0 if none
+
+	// life is read-locked by every operation and write-locked by Close.
+	life   sync.RWMutex
+	closed bool // set under life's write lock
+
+	allocated atomic.Int64 // bytes handed out (and reserved by in-flight allocations)
+	pending   atomic.Int64 // bytes freed by users but not known released
+	queued    atomic.Int32 // len(fifo), for a lock-free check
+	hookCaps  atomic.Int32 // captures open through BeginCapture
+
+	mu      sync.Mutex // guards everything below up to freeMu
+	recs    map[gpumem.Ptr]record
+	stats   gpumem.MemoryStats
+	ctr     Counters
+	hist    ring
+	graphs  map[uint64]*graphState // capture id -> state, until the graph is destroyed
+	toFree  []gpumem.Ptr           // records in stateGraphFreeing
+	hasWork atomic.Bool            // toFree is not empty
+
+	freeMu     sync.Mutex // guards the free stream, fifo, freeSeq, joined
+	freeStream gpumem.Stream
+	hasStream  bool
+	fifo       []pendingFree
+	freeSeq    uint64             // frees enqueued on the free stream
+	joined     map[uintptr]uint64 // alloc stream -> freeSeq at its last throttle join
+
+	evMu   sync.Mutex
+	events []gpumem.Event // idle events of this device
+
+	relMu    sync.Mutex
+	released []*graphState // graphs destroyed, not yet processed
+	relFlag  atomic.Bool
+}
+
+func newDevice(a *Allocator, dev int) (*device, error) {
+	b := a.b
+	d := &device{a: a, b: b, id: dev, recs: map[gpumem.Ptr]record{}, graphs: map[uint64]*graphState{}, joined: map[uintptr]uint64{}}
+	d.hist.init(a.opts.HistorySize)
+	_, total, err := b.MemInfo(dev)
+	if err != nil {
+		return nil, fmt.Errorf("asyncpool: device %d memory info: %w", dev, err)
+	}
+	if total == 0 {
+		return nil, fmt.Errorf("asyncpool: device %d reports no memory: %w", dev, gpumem.ErrNoDevice)
+	}
+	d.total = total
+	if f := a.opts.MemoryFraction; f > 0 {
+		d.limit = uint64(f * float64(total))
+	}
+	if a.opts.OwnPool {
+		d.pool, err = b.MemPoolCreate(gpumem.PoolProps{Device: dev})
+		if err != nil {
+			return nil, fmt.Errorf("asyncpool: creating a pool on device %d: %w", dev, err)
+		}
+		d.own = true
+	} else {
+		d.pool, err = b.DefaultMemPool(dev)
+		if err != nil {
+			return nil, fmt.Errorf("asyncpool: device %d's default pool: %w", dev, err)
+		}
+		for i, at := range settable {
+			if d.orig[i], err = b.MemPoolGetAttribute(d.pool, at); err != nil {
+				return nil, fmt.Errorf("asyncpool: reading %s of device %d's default pool: %w", at, dev, err)
+			}
+		}
+	}
+	fail := func(err error) (*device, error) {
+		if d.own {
+			err = errors.Join(err, b.MemPoolDestroy(d.pool))
+		} else {
+			err = errors.Join(err, d.restore())
+		}
+		return nil, err
+	}
+	o := a.opts
+	vals := [4]uint64{o.ReleaseThreshold, flag(!o.DisableFollowEventDependencies), flag(!o.DisableOpportunisticReuse), flag(!o.DisableInternalDependencies)}
+	for i, at := range settable {
+		if err := b.MemPoolSetAttribute(d.pool, at, vals[i]); err != nil {
+			return fail(fmt.Errorf("asyncpool: setting %s of device %d's pool: %w", at, dev, err))
+		}
+	}
+	for _, p := range o.PeerAccess {
+		if p == dev {
+			continue
+		}
+		if err := b.MemPoolSetAccess(d.pool, p, gpumem.AccessReadWrite); err != nil {
+			return fail(fmt.Errorf("asyncpool: granting device %d access to device %d's pool: %w", p, dev, err))
+		}
+	}
+	return d, nil
+}
+
+var settable = [4]gpumem.PoolAttribute{
+	gpumem.PoolReleaseThreshold,
+	gpumem.PoolReuseFollowEventDependencies,
+	gpumem.PoolReuseAllowOpportunistic,
+	gpumem.PoolReuseAllowInternalDependencies,
+}
+
+func flag(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// restore puts the default pool's attributes back as they were.
+func (d *device) restore() error {
+	var errs []error
+	for i, at := range settable {
+		if err := d.b.MemPoolSetAttribute(d.pool, at, d.orig[i]); err != nil {
+			errs = append(errs, fmt.Errorf("asyncpool: restoring %s of device %d's default pool: %w", at, d.id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// captureInfo reports whether s is being captured, as CaptureCheck says.
+func (d *device) captureInfo(s gpumem.Stream) (gpumem.CaptureInfo, error) {
+	if s.IsDefault() {
+		return gpumem.CaptureInfo{}, nil
+	}
+	if d.a.opts.CaptureCheck == CaptureCheckHooks && d.hookCaps.Load() == 0 {
+		return gpumem.CaptureInfo{}, nil
+	}
+	ci, err := d.b.StreamCaptureInfo(s)
+	if err != nil {
+		return ci, fmt.Errorf("asyncpool: capture status of %v: %w", s, err)
+	}
+	return ci, nil
+}
+
+// housekeep does the cheap deferred work of an allocation outside capture:
+// process destroyed graphs, free what they released, and learn which
+// pending frees have completed. Failures are left for a later call.
+func (d *device) housekeep() {
+	if d.relFlag.Load() {
+		d.processReleased()
+	}
+	if d.hasWork.Load() {
+		_ = d.flushGraphFrees()
+	}
+	if d.queued.Load() > 0 && d.freeMu.TryLock() {
+		d.pollLocked()
+		d.freeMu.Unlock()
+	}
+}
+
+// pollLocked retires the completed entries of the fifo, oldest first: an
+// entry is complete when its event, or the event of a later entry, has
+// completed (the fifo is in free-stream order). freeMu must be held.
+func (d *device) pollLocked() {
+	done := 0
+	for i, e := range d.fifo {
+		if e.ev == (gpumem.Event{}) {
+			continue
+		}
+		ok, err := d.b.EventQuery(e.ev)
+		if err != nil || !ok {
+			break
+		}
+		done = i + 1
+	}
+	if done == 0 {
+		return
+	}
+	d.retireLocked(done)
+}
+
+// retireLocked drops the first n entries of the fifo as complete.
+// freeMu must be held.
+func (d *device) retireLocked(n int) {
+	var bytes int64
+	d.mu.Lock()
+	for _, e := range d.fifo[:n] {
+		bytes += int64(e.size)
+		d.noteReleased(e.size)
+		d.hist.add(gpumem.ActionFreeComplete, d.id, d.freeStream.Handle, e.p, e.size)
+	}
+	d.mu.Unlock()
+	for _, e := range d.fifo[:n] {
+		if e.ev != (gpumem.Event{}) {
+			d.putEvent(e.ev)
+		}
+	}
+	m := copy(d.fifo, d.fifo[n:])
+	clear(d.fifo[m:])
+	d.fifo = d.fifo[:m]
+	d.queued.Store(int32(m))
+	d.pending.Add(-bytes)
+}
+
+// syncFreeLocked waits for the free stream and retires every entry.
+// freeMu must be held.
+func (d *device) syncFreeLocked() error {
+	if !d.hasStream {
+		return nil
+	}
+	if err := d.b.StreamSynchronize(d.freeStream); err != nil {
+		return fmt.Errorf("asyncpool: synchronizing device %d's free stream: %w", d.id, err)
+	}
+	d.retireLocked(len(d.fifo))
+	return nil
+}
+
+// throttle joins the free stream into s when (allocated + pending release
+// + size) / capacity would exceed the throttle ratio and frees were enqueued
+// on the free stream since s last joined it.
+func (d *device) throttle(s gpumem.Stream, size uint64) error {
+	ratio := d.a.opts.ThrottleRatio
+	if ratio >= 1 || d.pending.Load() <= 0 {
+		return nil
+	}
+	used := float64(d.allocated.Load()+d.pending.Load()) + float64(size)
+	if used <= ratio*float64(d.total) {
+		return nil
+	}
+	d.freeMu.Lock()
+	defer d.freeMu.Unlock()
+	if !d.hasStream || d.joined[s.Handle] == d.freeSeq {
+		return nil
+	}
+	if err := d.join(d.freeStream, s); err != nil {
+		return fmt.Errorf("asyncpool: throttling %v behind device %d's free stream: %w", s, d.id, err)
+	}
+	d.joined[s.Handle] = d.freeSeq
+	d.mu.Lock()
+	d.ctr.ThrottleJoins++
+	d.mu.Unlock()
+	return nil
+}
+
+// join makes waiter wait for the work queued so far on from (an event
+// recorded on from, waited on by waiter). The event is of from's device.
+func (d *device) join(from, waiter gpumem.Stream) error {
+	src := d
+	if from.Device != d.id {
+		var err error
+		if src, err = d.a.device(from.Device); err != nil {
+			return err
+		}
+	}
+	ev, err := src.getEvent()
+	if err != nil {
+		return err
+	}
+	defer src.putEvent(ev) // a wait binds to the record made before it
+	if err := d.b.EventRecord(ev, from); err != nil {
+		return err
+	}
+	return d.b.StreamWaitEvent(waiter, ev)
+}
+
+func (d *device) getEvent() (gpumem.Event, error) {
+	d.evMu.Lock()
+	if n := len(d.events); n > 0 {
+		ev := d.events[n-1]
+		d.events = d.events[:n-1]
+		d.evMu.Unlock()
+		return ev, nil
+	}
+	d.evMu.Unlock()
+	ev, err := d.b.EventCreate(d.id, gpumem.EventDisableTiming)
+	if err != nil {
+		return ev, fmt.Errorf("asyncpool: creating an event on device %d: %w", d.id, err)
+	}
+	return ev, nil
+}
+
+func (d *device) putEvent(ev gpumem.Event) {
+	d.evMu.Lock()
+	d.events = append(d.events, ev)
+	d.evMu.Unlock()
+}
+
+// ensureFreeStreamLocked creates the free stream. freeMu must be held.
+func (d *device) ensureFreeStreamLocked() error {
+	if d.hasStream {
+		return nil
+	}
+	s, err := d.b.StreamCreate(d.id, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		return fmt.Errorf("asyncpool: creating device %d's free stream: %w", d.id, err)
+	}
+	d.freeStream, d.hasStream = s, true
+	return nil
+}
+
+// malloc reserves size bytes of the allocated count and asks the pool, with
+// the OOM path on failure.
+func (d *device) malloc(size uint64, s gpumem.Stream, capturing bool) (gpumem.Ptr, error) {
+	n := d.allocated.Add(int64(size))
+	if d.limit > 0 && uint64(n) > d.limit {
+		d.allocated.Add(-int64(size))
+		return d.oom(size, s, capturing, nil)
+	}
+	p, err := d.b.MallocFromPoolAsync(size, d.pool, s)
+	if err == nil {
+		d.mu.Lock()
+		d.stats.NumDeviceAlloc++
+		d.mu.Unlock()
+		return p, nil
+	}
+	d.allocated.Add(-int64(size))
+	if !errors.Is(err, gpumem.ErrOutOfMemory) {
+		return 0, fmt.Errorf("asyncpool: allocating %d bytes on %v: %w", size, s, err)
+	}
+	return d.oom(size, s, capturing, err)
+}
+
+// tryMalloc is one attempt of the OOM path.
+func (d *device) tryMalloc(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
+	n := d.allocated.Add(int64(size))
+	if d.limit > 0 && uint64(n) > d.limit {
+		d.allocated.Add(-int64(size))
+		return 0, nil
+	}
+	p, err := d.b.MallocFromPoolAsync(size, d.pool, s)
+	if err != nil {
+		d.allocated.Add(-int64(size))
+		return 0, err
+	}
+	d.mu.Lock()
+	d.stats.NumDeviceAlloc++
+	d.mu.Unlock()
+	return p, nil
+}
+
+// noteAlloc updates stats and history for a new allocation. mu must be held.
+func (d *device) noteAlloc(p gpumem.Ptr, size uint64, s gpumem.Stream) {
+	k := kind(size)
+	n := int64(size)
+	d.stats.Allocation.Add(k, 1)
+	d.stats.AllocatedBytes.Add(k, n)
+	d.stats.RequestedBytes.Add(k, n)
+	d.stats.Active.Add(k, 1)
+	d.stats.ActiveBytes.Add(k, n)
+	d.stats.Segment.Add(k, 1)
+	d.hist.add(gpumem.ActionAlloc, d.id, s.Handle, p, size)
+}
+
+// noteFree updates stats and history for a user's free. mu must be held.
+// pending says whether the bytes stay pending release.
+func (d *device) noteFree(p gpumem.Ptr, size uint64, s gpumem.Stream, pending bool) {
+	k := kind(size)
+	n := int64(size)
+	d.stats.Allocation.Add(k, -1)
+	d.stats.AllocatedBytes.Add(k, -n)
+	d.stats.RequestedBytes.Add(k, -n)
+	d.hist.add(gpumem.ActionFreeRequest, d.id, s.Handle, p, size)
+	if pending {
+		d.stats.PendingReleaseBytes += n
+		return
+	}
+	d.stats.Active.Add(k, -1)
+	d.stats.ActiveBytes.Add(k, -n)
+	d.stats.Segment.Add(k, -1)
+	d.stats.NumDeviceFree++
+	d.hist.add(gpumem.ActionFreeComplete, d.id, s.Handle, p, size)
+}
+
+// unnoteFree undoes noteFree after a failed free (history keeps the request).
+func (d *device) unnoteFree(size uint64, pending bool) {
+	k := kind(size)
+	n := int64(size)
+	d.stats.Allocation.Add(k, 1)
+	d.stats.AllocatedBytes.Add(k, n)
+	d.stats.RequestedBytes.Add(k, n)
+	if pending {
+		d.stats.PendingReleaseBytes -= n
+		return
+	}
+	d.stats.Active.Add(k, 1)
+	d.stats.ActiveBytes.Add(k, n)
+	d.stats.Segment.Add(k, 1)
+	d.stats.NumDeviceFree--
+}
+
+// noteReleased moves bytes pending release out of the active figures once
+// the driver's free is known complete (or known unnecessary). mu must be
+// held.
+func (d *device) noteReleased(size uint64) {
+	k := kind(size)
+	d.stats.PendingReleaseBytes -= int64(size)
+	d.stats.Active.Add(k, -1)
+	d.stats.ActiveBytes.Add(k, -int64(size))
+	d.stats.Segment.Add(k, -1)
+}
+
+func kind(size uint64) int {
+	if size <= 1<<20 {
+		return gpumem.StatSmall
+	}
+	return gpumem.StatLarge
+}

@@ -1,0 +1,115 @@
+package asyncpool
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpumem/gpumem"
+)
+
+// oom is the slow path of an allocation that found no memory (cause is the
+// backend's error, or nil when the memory-fraction cap refused it): outside
+// capture, wait for the device, free what graphs released, trim the pool and
+// try once more; then ask the OOM handler; then fail.
+func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) (gpumem.Ptr, error) {
+	var extra []error
+	if !capturing {
+		d.mu.Lock()
+		d.stats.NumAllocRetries++
+		d.mu.Unlock()
+		d.processReleased()
+		if err := d.flushGraphFrees(); err != nil {
+			extra = append(extra, err)
+		}
+		if err := d.b.DeviceSynchronize(d.id); err != nil {
+			extra = append(extra, fmt.Errorf("asyncpool: synchronizing device %d: %w", d.id, err))
+		}
+		d.freeMu.Lock()
+		if err := d.syncFreeLocked(); err != nil {
+			extra = append(extra, err)
+		}
+		d.freeMu.Unlock()
+		if err := d.b.MemPoolTrimTo(d.pool, 0); err != nil {
+			extra = append(extra, fmt.Errorf("asyncpool: trimming device %d's pool: %w", d.id, err))
+		}
+		p, err := d.tryMalloc(size, s)
+		if err == nil && p != 0 {
+			return p, nil
+		}
+		if err != nil {
+			if !errors.Is(err, gpumem.ErrOutOfMemory) {
+				return 0, fmt.Errorf("asyncpool: allocating %d bytes on %v: %w", size, s, err)
+			}
+			cause = err
+		} else {
+			cause = nil
+		}
+	}
+	for attempt := 0; attempt < maxOOMHandlerAttempts; attempt++ {
+		h := d.a.handler.Load()
+		if h == nil || !(*h)(d.id, size, attempt) {
+			break
+		}
+		p, err := d.tryMalloc(size, s)
+		if err == nil && p != 0 {
+			return p, nil
+		}
+		if err != nil {
+			if !errors.Is(err, gpumem.ErrOutOfMemory) {
+				return 0, fmt.Errorf("asyncpool: allocating %d bytes on %v: %w", size, s, err)
+			}
+			cause = err
+		} else {
+			cause = nil
+		}
+	}
+	e := d.oomError(size, errors.Join(append([]error{cause}, extra...)...))
+	d.mu.Lock()
+	d.stats.NumOOMs++
+	d.hist.add(gpumem.ActionOOM, d.id, s.Handle, 0, size)
+	d.mu.Unlock()
+	if obs := d.a.observers.Load(); obs != nil {
+		for _, o := range *obs {
+			o(e)
+		}
+	}
+	return 0, e
+}
+
+// oomError describes the failure as PyTorch does. Largest is the pool's
+// reserved-but-unused bytes: an upper bound, since the driver does not say
+// how that memory is fragmented.
+func (d *device) oomError(size uint64, cause error) *gpumem.OutOfMemoryError {
+	e := &gpumem.OutOfMemoryError{
+		Allocator: "asyncpool",
+		Device:    d.id,
+		Requested: size,
+		Capacity:  d.total,
+		Allocated: uint64(max(d.allocated.Load(), 0)),
+		Limit:     d.limit,
+		Err:       cause,
+	}
+	if free, _, err := d.b.MemInfo(d.id); err == nil {
+		e.Free = free
+	}
+	reserved, err1 := d.b.MemPoolGetAttribute(d.pool, gpumem.PoolReservedMemCurrent)
+	used, err2 := d.b.MemPoolGetAttribute(d.pool, gpumem.PoolUsedMemCurrent)
+	if err1 == nil {
+		e.Reserved = reserved
+		if err2 == nil && reserved > used {
+			e.Largest = reserved - used
+		}
+	}
+	pending := d.pending.Load()
+	switch {
+	case cause == nil && d.limit > 0:
+		e.Hint = fmt.Sprintf("The per_process_memory_fraction cap of %s is reached: raise per_process_memory_fraction in GPUMEM_ALLOC_CONF, or free memory.",
+			gpumem.FormatBytes(d.limit))
+	case pending > 0:
+		e.Hint = fmt.Sprintf("%s freed but still pending release (on the free stream or held by graphs): lower throttle_ratio so that allocations wait for pending frees sooner, destroy graphs that own memory, or lower release_threshold_mb; per_process_memory_fraction keeps room for other pools (GPUMEM_ALLOC_CONF).",
+			gpumem.FormatBytes(uint64(pending)))
+	default:
+		e.Hint = "Lower throttle_ratio or release_threshold_mb in GPUMEM_ALLOC_CONF so that the pool returns unused memory sooner, or set per_process_memory_fraction to share the device with other pools."
+	}
+	return e
+}

@@ -1,0 +1,141 @@
+package asyncpool
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gpumem/gpumem"
+)
+
+// KeepAll is the release threshold that keeps every byte the pool has
+// reserved across synchronizations (CUDA's recommended setting for an
+// allocator: memory goes back to the device only when trimmed).
+const KeepAll = math.MaxUint64
+
+// DefaultThrottleRatio is the utilisation above which the free stream is
+// joined into the allocation stream before an allocation (the seed's 80 %).
+const DefaultThrottleRatio = 0.8
+
+// DefaultHistorySize is the number of history entries DefaultOptions keeps
+// per device.
+const DefaultHistorySize = 4096
+
+// maxOOMHandlerAttempts bounds how often an OOM handler may ask for another
+// attempt within one allocation.
+const maxOOMHandlerAttempts = 8
+
+// CaptureCheck says how the allocator learns that a stream is being captured
+// into a graph.
+type CaptureCheck int
+
+const (
+	// CaptureCheckEveryCall asks the backend (StreamCaptureInfo) on every
+	// Allocate and Deallocate. Always correct, one extra backend call each.
+	CaptureCheckEveryCall CaptureCheck = iota
+	// CaptureCheckHooks trusts BeginCapture and EndCapture: the backend is
+	// asked only while a capture begun through BeginCapture is open on the
+	// device. Captures begun elsewhere are not seen; use it only when every
+	// capture goes through the hooks.
+	CaptureCheckHooks
+)
+
+// String names the mode.
+func (c CaptureCheck) String() string {
+	switch c {
+	case CaptureCheckEveryCall:
+		return "every_call"
+	case CaptureCheckHooks:
+		return "hooks"
+	}
+	return fmt.Sprintf("capture_check(%d)", int(c))
+}
+
+// Options configure an Allocator. Start from DefaultOptions: in the zero
+// value the release threshold is 0 (unused memory goes back to the device at
+// every synchronization) and history is off.
+type Options struct {
+	// OwnPool makes the allocator create a pool of its own on each device
+	// (MemPoolCreate) instead of using the device's default pool, which it
+	// shares with every other user of the default pool in the process. An
+	// own pool is destroyed by Close; the default pool's attributes are
+	// restored by Close.
+	OwnPool bool
+
+	// ReleaseThreshold is the number of reserved but unused bytes the pool
+	// keeps across a synchronization (PoolReleaseThreshold). KeepAll keeps
+	// everything; EmptyCache trims regardless.
+	ReleaseThreshold uint64
+
+	// The pool's reuse policies (all on by default, as in CUDA):
+	// DisableFollowEventDependencies stops reuse of memory freed on another
+	// stream that the allocating stream has waited on by an event (the free
+	// stream joins rely on it); DisableOpportunisticReuse stops reuse of
+	// memory whose free has completed on another stream without such a wait;
+	// DisableInternalDependencies stops the driver from inserting waits of
+	// its own to reuse memory.
+	DisableFollowEventDependencies bool
+	DisableOpportunisticReuse      bool
+	DisableInternalDependencies    bool
+
+	// ThrottleRatio: when (allocated + pending release) / device capacity
+	// exceeds it, the free stream is joined into the allocating stream before
+	// the allocation so that pending frees land first. 0 means
+	// DefaultThrottleRatio; a value of 1 or more never throttles.
+	ThrottleRatio float64
+
+	// MemoryFraction in (0, 1] caps the bytes handed out on a device at this
+	// fraction of its capacity (PyTorch's per_process_memory_fraction, here a
+	// software cap on allocated bytes). 0: no cap.
+	MemoryFraction float64
+
+	// PeerAccess lists devices whose streams may use memory of every device's
+	// pool: each pool grants them read-write access (MemPoolSetAccess) when
+	// the allocator first uses it. EnablePeer adds one later.
+	PeerAccess []int
+
+	// CaptureCheck selects how graph captures are detected.
+	CaptureCheck CaptureCheck
+
+	// HistorySize is the number of memory-history entries kept per device
+	// (a ring); 0 keeps none.
+	HistorySize int
+}
+
+// DefaultOptions returns the recommended configuration: the device's default
+// pool, keep all memory, every reuse policy on, throttle at 80 %, no cap,
+// capture checked on every call, history on.
+func DefaultOptions() Options {
+	return Options{
+		ReleaseThreshold: KeepAll,
+		ThrottleRatio:    DefaultThrottleRatio,
+		CaptureCheck:     CaptureCheckEveryCall,
+		HistorySize:      DefaultHistorySize,
+	}
+}
+
+func (o *Options) normalize() error {
+	if o.ThrottleRatio == 0 {
+		o.ThrottleRatio = DefaultThrottleRatio
+	}
+	if math.IsNaN(o.ThrottleRatio) || o.ThrottleRatio < 0 {
+		return fmt.Errorf("asyncpool: throttle ratio %v must be positive: %w", o.ThrottleRatio, gpumem.ErrInvalidValue)
+	}
+	if math.IsNaN(o.MemoryFraction) || o.MemoryFraction < 0 || o.MemoryFraction > 1 {
+		return fmt.Errorf("asyncpool: memory fraction %v must be in (0, 1], or 0 for none: %w", o.MemoryFraction, gpumem.ErrInvalidValue)
+	}
+	if o.HistorySize < 0 {
+		return fmt.Errorf("asyncpool: history size %d is negative: %w", o.HistorySize, gpumem.ErrInvalidValue)
+	}
+	switch o.CaptureCheck {
+	case CaptureCheckEveryCall, CaptureCheckHooks:
+	default:
+		return fmt.Errorf("asyncpool: unknown capture check %d: %w", int(o.CaptureCheck), gpumem.ErrInvalidValue)
+	}
+	for _, p := range o.PeerAccess {
+		if p < 0 {
+			return fmt.Errorf("asyncpool: peer device %d is negative: %w", p, gpumem.ErrInvalidValue)
+		}
+	}
+	o.PeerAccess = append([]int(nil), o.PeerAccess...)
+	return nil
+}
