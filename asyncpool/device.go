@@ -11,10 +11,10 @@ import (
 
 // Record states.
 const (
-	stateLive        uint8 = iota // held by the user
-	stateGraphOwned               // freed by the user outside the capture that allocated it: the graph owns it
-	stateDeferred                 // freed by the user inside a capture: held until that graph is destroyed
-	stateGraphFreeing             // the graph is gone: queued for a free on the free stream
+	stateLive         uint8 = iota // held by the user
+	stateGraphOwned                // freed by the user outside the capture that allocated it: the graph owns it
+	stateDeferred                  // freed by the user inside a capture: held until that graph is destroyed
+	stateGraphFreeing              // the graph is gone: queued for a free on the free stream
 )
 
 // record is what the allocator knows of one live allocation. Records are
