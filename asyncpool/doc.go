@@ -1,0 +1,134 @@
+// Package asyncpool is an allocator over the driver's stream-ordered memory
+// pools (cuMemAllocFromPoolAsync / cuMemFreeAsync, hipMallocFromPoolAsync /
+// hipFreeAsync): the driver does the caching, splitting and cross-stream
+// reuse; this package adds what a framework needs around it, after
+// PaddlePaddle's CUDA async allocator: a free stream for memory used on
+// several streams, a throttle that lets pending frees land before memory
+// runs out, the rules of graph capture, out-of-memory recovery and
+// PyTorch-shaped statistics.
+//
+// # Glossary
+//
+//	pool            the device's default pool, or one the allocator created
+//	                (Options.OwnPool). Its release threshold (KeepAll by
+//	                default) keeps freed memory reserved across syncs.
+//	allocation      one MallocFromPoolAsync; the allocator keeps a record of
+//	                it (size, allocation stream, recorded streams) in a
+//	                per-device map keyed by address.
+//	allocation      the stream Allocate was called with. Work on it may use
+//	stream          the memory at once.
+//	recorded        a stream given to RecordStream: it uses the memory too, so
+//	stream          the free must wait for it.
+//	free stream     one non-blocking stream per device, made on first need.
+//	                Frees that must wait for several streams happen there.
+//	pending release bytes freed by users that the driver has not released yet:
+//	                frees queued on the free stream, memory owned by graphs,
+//	                frees deferred by a capture.
+//	utilisation     (allocated + pending release) / device capacity.
+//	graph state     what the allocator knows of one capture and then of the
+//	                graph it produced: the allocations made in it, frees it
+//	                deferred, whether it ever ran. A user object handed to the
+//	                graph tells the allocator when the graph is destroyed.
+//
+// # Allocation path (Allocate)
+//
+//  1. Find the device state of s.Device (an atomic load; created on first
+//     use under a lock taken only then). Take its life lock for reading
+//     (Close takes it for writing). Reject a zero size or one larger than
+//     the device.
+//  2. Ask whether s is being captured (StreamCaptureInfo; with
+//     CaptureCheckHooks only while a BeginCapture is open).
+//  3. Outside capture, housekeeping that costs nothing when there is
+//     nothing to do (atomic checks): process graphs destroyed since the
+//     last call, free what they released, and query the events of the
+//     oldest pending frees (TryLock: never waits behind a free).
+//  4. Throttle, outside capture: if utilisation after this request would
+//     exceed Options.ThrottleRatio and frees were queued on the free stream
+//     since s last joined it, join the free stream into s (EventRecord on
+//     the free stream, StreamWaitEvent on s). The pool, following event
+//     dependencies, can then reuse the memory those frees release.
+//  5. Add size to the allocated count (atomic); over the memory-fraction cap
+//     this is an out-of-memory failure.
+//  6. MallocFromPoolAsync(size, pool, s). During capture this makes a graph
+//     allocation node; the first allocation of a capture also hands the
+//     graph a user object and captures a host node that marks the graph as
+//     launched when it runs.
+//  7. Insert the record and update statistics and history under the
+//     device's mutex. No heap allocation on this path beyond the map's own
+//     growth.
+//
+// On ErrOutOfMemory from the driver (step 6), outside capture: process
+// released graphs, DeviceSynchronize, retire every pending free, trim the
+// pool to zero and try once more (num_alloc_retries); then call the OOM
+// handler, with no lock held, for as long as it asks for another attempt
+// (at most 8); then fail with *gpumem.OutOfMemoryError (num_ooms), which
+// observers are told of. Its Largest field is the pool's reserved-but-unused
+// bytes, an upper bound on the largest block the pool could hand out: the
+// driver does not say how that memory is fragmented.
+//
+// # Free paths (Deallocate)
+//
+// Outside any capture (case 4 of the seed):
+//   - No recorded stream, s on the memory's device: one FreeAsync(p, s).
+//   - Otherwise: the allocation stream, s and every recorded stream are
+//     joined into the free stream (an event recorded on each, waited on by
+//     the free stream), and FreeAsync(p, free stream). An event recorded
+//     after the free tells when it is done; until then its bytes count as
+//     pending release.
+//
+// With graph capture, as the seed's four cases, and CUDA's rules for graph
+// memory nodes (an allocation made by a graph exists from when the graph
+// runs until it is freed; destroying the graph does not free it; a graph
+// whose allocation is still live cannot be relaunched unless it was
+// instantiated to free on launch):
+//  1. Allocated and freed in the same capture: FreeAsync on the capturing
+//     stream, a free node of the graph.
+//  2. Allocated in a capture, freed outside it: the graph owns the memory.
+//     When the graph (and every executable graph made from it) has been
+//     destroyed, the allocator frees it on the free stream, after the
+//     streams that used it, if the graph ever ran; if it never ran the
+//     allocation never existed and there is nothing to free.
+//  3. Allocated outside a capture (or in another), freed inside it: the
+//     graph may touch the memory whenever it is launched, so the free waits
+//     until that graph is destroyed, then goes as case 4 (or case 2 when
+//     the memory is another graph's allocation). PaddlePaddle frees at the
+//     end of the capture instead; a launch after that would use freed
+//     memory.
+//  4. Neither: the paths above.
+//
+// BeginCapture synchronizes the free stream before the capture starts, so
+// that no free is pending inside it; during a capture the throttle is off
+// and EmptyCache (trim) is refused with ErrCaptureActive.
+//
+// # Invariants
+//
+//   - Memory is freed exactly once, after every stream that used it (the
+//     allocation stream, the freeing stream, recorded streams) and never
+//     while a graph that may use it exists.
+//   - A record is removed from the map before its memory is freed, and put
+//     back if the free fails, so the driver can never hand out an address
+//     the map still holds, and a failed call leaves the state as it was.
+//   - allocated counts bytes users hold; pending counts bytes they freed
+//     that are not known released; the free stream's pending list is in
+//     free-stream order, so an entry is complete once any later one is.
+//   - Lock order within a device: life, then freeMu, then mu; the event
+//     pool and the released-graph list are leaves. No lock is shared by two
+//     devices; user-object destructors and host nodes take only leaf locks
+//     and never call the backend.
+//
+// # Statistics
+//
+// Stats has PyTorch's shape: allocation, allocated, requested and active
+// figures count what users hold (requested equals allocated: the pool's own
+// rounding is invisible); each allocation is one segment; reserved bytes are
+// the pool's PoolReservedMemCurrent and PoolReservedMemHigh read in Stats;
+// num_device_alloc and num_device_free count MallocFromPoolAsync and
+// FreeAsync calls. Snapshot lists one segment per allocation (live, or
+// pending release). Counters has the figures that MemoryStats lacks
+// (throttle joins, free-stream frees, each graph case).
+//
+// # Configuration
+//
+// GPUMEM_ALLOC_CONF=backend:asyncpool,release_threshold_mb:N,throttle_ratio:R,
+// per_process_memory_fraction:F; see OptionsFromConf.
+package asyncpool
