@@ -121,7 +121,7 @@ type device struct {
 
 	small, large *pool
 	private      map[PoolID]*privatePool
-	live         map[gpumem.Ptr]*block // allocated and pending blocks
+	live         ptrMap // allocated and pending blocks, by address
 	segments     map[*segment]struct{}
 	stats        gpumem.MemoryStats
 	spare        []*block
@@ -141,6 +141,7 @@ type device struct {
 	histPos int
 	histLen int
 
+	gc     bool // garbage collection on: count free-block searches
 	closed bool
 }
 
@@ -199,13 +200,14 @@ func New(b gpumem.Backend, opts Options) (*Allocator, error) {
 		d := &device{
 			a: a, id: i, total: total,
 			small: newPool(true, nil), large: newPool(false, nil),
-			private: map[PoolID]*privatePool{}, live: map[gpumem.Ptr]*block{},
+			private: map[PoolID]*privatePool{}, live: newPtrMap(),
 			segments: map[*segment]struct{}{}, pending: map[uintptr][]pendingEvent{},
 			streamEvents: map[uintptr]gpumem.Event{},
 		}
 		if opts.PerProcessMemoryFraction > 0 {
 			d.limit = uint64(opts.PerProcessMemoryFraction * float64(total))
 		}
+		d.gc = opts.GarbageCollectionThreshold > 0
 		if opts.HistorySize > 0 {
 			d.history = make([]gpumem.HistoryEntry, opts.HistorySize)
 		}
@@ -323,7 +325,7 @@ func (d *device) poolFor(rounded uint64, pp *privatePool) *pool {
 // getFreeBlock is PyTorch's get_free_block: the smallest cached block of the
 // stream that fits, subject to the max_split_size rules; removed from its tree.
 func (d *device) getFreeBlock(p *pool, rounded uint64, stream uintptr) *block {
-	if d.a.opts.GarbageCollectionThreshold > 0 {
+	if d.gc {
 		p.calls++
 	}
 	t := p.treeFor(stream, false)
@@ -361,8 +363,8 @@ func (d *device) takeFromTree(t *tree, b *block) {
 	if b.counted {
 		b.counted = false
 		st := b.pool.statType()
-		d.stats.InactiveSplit.Add(st, -1)
-		d.stats.InactiveSplitBytes.Add(st, -int64(b.size))
+		dec(&d.stats.InactiveSplit, st, 1)
+		dec(&d.stats.InactiveSplitBytes, st, int64(b.size))
 	}
 }
 
@@ -374,8 +376,8 @@ func (d *device) cache(b *block) {
 	if b.isSplit() && b.seg.exp == nil {
 		b.counted = true
 		st := b.pool.statType()
-		d.stats.InactiveSplit.Add(st, 1)
-		d.stats.InactiveSplitBytes.Add(st, int64(b.size))
+		inc(&d.stats.InactiveSplit, st, 1)
+		inc(&d.stats.InactiveSplitBytes, st, int64(b.size))
 	}
 }
 
@@ -430,17 +432,41 @@ func (d *device) split(b *block, rounded uint64) {
 	}
 }
 
+// inc and dec update a statistic of all pools and of pool st; they are
+// gpumem.StatArray.Add unrolled for the hot path.
+func inc(a *gpumem.StatArray, st int, n int64) {
+	x, y := &a[gpumem.StatAll], &a[st]
+	x.Current += n
+	x.Allocated += n
+	if x.Current > x.Peak {
+		x.Peak = x.Current
+	}
+	y.Current += n
+	y.Allocated += n
+	if y.Current > y.Peak {
+		y.Peak = y.Current
+	}
+}
+
+func dec(a *gpumem.StatArray, st int, n int64) {
+	x, y := &a[gpumem.StatAll], &a[st]
+	x.Current -= n
+	x.Freed += n
+	y.Current -= n
+	y.Freed += n
+}
+
 func (d *device) markAllocated(b *block, size uint64) gpumem.Ptr {
 	b.allocated = true
 	b.requested = size
-	d.live[b.addr] = b
+	d.live.put(b.addr, b)
 	st := b.pool.statType()
 	s := &d.stats
-	s.Allocation.Add(st, 1)
-	s.AllocatedBytes.Add(st, int64(b.size))
-	s.Active.Add(st, 1)
-	s.ActiveBytes.Add(st, int64(b.size))
-	s.RequestedBytes.Add(st, int64(size))
+	inc(&s.Allocation, st, 1)
+	inc(&s.AllocatedBytes, st, int64(b.size))
+	inc(&s.Active, st, 1)
+	inc(&s.ActiveBytes, st, int64(b.size))
+	inc(&s.RequestedBytes, st, int64(size))
 	if d.history != nil {
 		d.record(gpumem.ActionAlloc, b.stream.Handle, b.addr, b.size)
 	}
@@ -790,14 +816,20 @@ func (a *Allocator) find(p gpumem.Ptr, hint int) (*device, *block, error) {
 			d.mu.Unlock()
 			return nil, errClosed()
 		}
-		if b := d.live[p]; b != nil && b.allocated {
+		if b := d.live.get(p); b != nil && b.allocated {
 			return b, nil
 		}
 		d.mu.Unlock()
 		return nil, nil
 	}
 	if hint >= 0 && hint < len(a.devs) {
-		b, err := try(a.devs[hint])
+		d := a.devs[hint]
+		d.mu.Lock()
+		if b := d.live.get(p); b != nil && b.allocated && !d.closed {
+			return d, b, nil
+		}
+		d.mu.Unlock()
+		b, err := try(d)
 		if err != nil || b != nil {
 			return a.devs[hint], b, err
 		}
@@ -825,11 +857,11 @@ func addUse(b *block, s gpumem.Stream) {
 
 func (d *device) freeLocked(b *block, s gpumem.Stream) error {
 	b.allocated = false
-	delete(d.live, b.addr)
+	d.live.del(b.addr)
 	st := b.pool.statType()
-	d.stats.Allocation.Add(st, -1)
-	d.stats.AllocatedBytes.Add(st, -int64(b.size))
-	d.stats.RequestedBytes.Add(st, -int64(b.requested))
+	dec(&d.stats.Allocation, st, 1)
+	dec(&d.stats.AllocatedBytes, st, int64(b.size))
+	dec(&d.stats.RequestedBytes, st, int64(b.requested))
 	if d.history != nil {
 		d.record(gpumem.ActionFreeRequest, s.Handle, b.addr, b.size)
 	}
@@ -837,7 +869,7 @@ func (d *device) freeLocked(b *block, s gpumem.Stream) error {
 		d.freeBlock(b)
 		return nil
 	}
-	d.live[b.addr] = b // pending: still ours, not reusable
+	d.live.put(b.addr, b) // pending: still ours, not reusable
 	d.stats.PendingReleaseBytes += int64(b.size)
 	if len(d.captures) > 0 {
 		d.deferred = append(d.deferred, b)
@@ -890,7 +922,7 @@ func (d *device) getEvent() (gpumem.Event, error) {
 }
 
 func (d *device) pendingDone(b *block) {
-	delete(d.live, b.addr)
+	d.live.del(b.addr)
 	d.stats.PendingReleaseBytes -= int64(b.size)
 	d.freeBlock(b)
 }
@@ -949,8 +981,8 @@ func (d *device) eventDone(pe pendingEvent) {
 // stream and pool, and cache the result.
 func (d *device) freeBlock(b *block) {
 	st := b.pool.statType()
-	d.stats.Active.Add(st, -1)
-	d.stats.ActiveBytes.Add(st, -int64(b.size))
+	dec(&d.stats.Active, st, 1)
+	dec(&d.stats.ActiveBytes, st, int64(b.size))
 	if d.history != nil {
 		d.record(gpumem.ActionFreeComplete, b.stream.Handle, b.addr, b.size)
 	}

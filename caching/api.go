@@ -217,7 +217,7 @@ func (d *device) closeLocked() error {
 		}
 	}
 	d.segments = map[*segment]struct{}{}
-	d.live = map[gpumem.Ptr]*block{}
+	d.live = newPtrMap()
 	for _, ev := range d.events {
 		if err := d.a.b.EventDestroy(ev); err != nil {
 			errs = append(errs, fmt.Errorf("caching: destroying an event: %w", err))
