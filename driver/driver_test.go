@@ -1,0 +1,217 @@
+package driver
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/dl"
+	"github.com/gpumem/gpumem/internal/vendor"
+)
+
+func TestOpenMissingRequiredSymbolNamesIt(t *testing.T) {
+	_, err := open(fakeLoader("cuMemAllocFromPoolAsync"), "")
+	if err == nil {
+		t.Fatal("Open succeeded without cuMemAllocFromPoolAsync")
+	}
+	if !strings.Contains(err.Error(), "cuMemAllocFromPoolAsync") || !strings.Contains(err.Error(), "fake-libcuda.so") {
+		t.Fatalf("error does not name the symbol and library: %v", err)
+	}
+}
+
+func TestMissingOptionalSymbolIsNotSupported(t *testing.T) {
+	b := openFake(t, "cuMemAdvise_v2", "cuMemAdvise")
+	defer b.Close()
+	err := b.Advise(0x1000, 4096, gpumem.AdviseSetReadMostly, gpumem.DeviceLocation(0))
+	if !isNotSupportedNaming(err, "cuMemAdvise_v2") {
+		t.Fatalf("Advise without the symbol: %v, want ErrNotSupported naming cuMemAdvise_v2", err)
+	}
+	var nse *gpumem.NotSupportedError
+	if !errors.As(err, &nse) || !strings.Contains(nse.Reason, "fake-libcuda.so") {
+		t.Fatalf("error does not name the library: %v", err)
+	}
+	// Not exported at all in the fake: VMM.
+	if _, err := b.MemCreate(0, 1<<21); !isNotSupportedNaming(err, "cuMemCreate") {
+		t.Fatalf("MemCreate: %v", err)
+	}
+}
+
+func TestNoDevice(t *testing.T) {
+	fakeFunctions()
+	fakeInit.Store(100)
+	defer fakeInit.Store(0)
+	_, err := open(fakeLoader(), "")
+	if !errors.Is(err, gpumem.ErrNoDevice) {
+		t.Fatalf("Open with cuInit returning 100: %v, want ErrNoDevice", err)
+	}
+	var ve *gpumem.Error
+	if !errors.As(err, &ve) || ve.Code != 100 || ve.Name != "CUDA_ERROR_NO_DEVICE" || ve.Op != "cuInit" {
+		t.Fatalf("error %#v lacks the vendor code, name or symbol", ve)
+	}
+	if !strings.Contains(err.Error(), "fake-libcuda.so") {
+		t.Fatalf("error does not name the library: %v", err)
+	}
+}
+
+func TestErrorTranslation(t *testing.T) {
+	b := openFake(t)
+	defer b.Close()
+	_, err := b.Malloc(0, 1<<50)
+	var ve *gpumem.Error
+	if !errors.Is(err, gpumem.ErrOutOfMemory) || !errors.As(err, &ve) {
+		t.Fatalf("huge Malloc: %v", err)
+	}
+	if ve.Backend != "cuda" || ve.Op != "cuMemAlloc_v2" || ve.Code != 2 || ve.Name != "CUDA_ERROR_OUT_OF_MEMORY" {
+		t.Fatalf("error fields: %+v", ve)
+	}
+	if err := b.Free(0, 0x1234); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Fatalf("Free returning 1: %v", err)
+	}
+	if err := b.MemPoolTrimTo(gpumem.MemPool{Handle: 1}, 0); !errors.Is(err, gpumem.ErrNotSupported) {
+		t.Fatalf("status 801: %v", err)
+	}
+	done, err := b.StreamQuery(gpumem.Stream{Handle: 1})
+	if err != nil || done {
+		t.Fatalf("StreamQuery on NOT_READY: %v %v", done, err)
+	}
+	if err := b.EnablePeerAccess(0, 1); err != nil {
+		t.Fatalf("EnablePeerAccess already enabled: %v", err)
+	}
+	if got := b.ErrorName(12345); got != "" {
+		t.Fatalf("name of an unknown code: %q", got)
+	}
+	for code, want := range map[int]error{2: gpumem.ErrOutOfMemory, 100: gpumem.ErrNoDevice, 801: gpumem.ErrNotSupported,
+		1: gpumem.ErrInvalidValue, 400: gpumem.ErrInvalidValue, 101: gpumem.ErrInvalidValue, 999: nil} {
+		if got := sentinel(code); got != want {
+			t.Errorf("sentinel(%d) = %v, want %v", code, got, want)
+		}
+	}
+}
+
+func TestCallsMakeTheirDeviceCurrent(t *testing.T) {
+	b := openFake(t)
+	defer b.Close()
+	if n, _ := b.DeviceCount(); n != 2 {
+		t.Fatalf("DeviceCount = %d", n)
+	}
+	for dev := 0; dev < 2; dev++ {
+		if _, err := b.MallocAsync(64, gpumem.Stream{Device: dev}); err != nil {
+			t.Fatal(err)
+		}
+		if got := fakeCurrent.Load(); got != uintptr(fakeCtxBase+dev) {
+			t.Fatalf("device %d: context %#x current, want %#x", dev, got, fakeCtxBase+dev)
+		}
+		v, err := b.DeviceAttribute(dev, gpumem.AttrMemoryPoolsSupported)
+		if err != nil || v != 115*10+dev {
+			t.Fatalf("attribute: %d %v (want CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED on device %d)", v, err, dev)
+		}
+	}
+	if _, err := b.Malloc(2, 64); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Fatalf("Malloc on device 2 of 2: %v", err)
+	}
+}
+
+func TestLocationPackedByValue(t *testing.T) {
+	b := openFake(t)
+	defer b.Close()
+	if err := b.Advise(0x1000, 64, gpumem.AdviseSetPreferredLocation, gpumem.DeviceLocation(1)); err != nil {
+		t.Fatal(err)
+	}
+	if got := fakeLoc.Load(); got != 1|1<<32 { // {type DEVICE=1, id 1}
+		t.Fatalf("packed location %#x", got)
+	}
+	if err := b.Advise(0x1000, 64, gpumem.AdviseSetPreferredLocation, gpumem.HostLocation()); err != nil {
+		t.Fatal(err)
+	}
+	if got := fakeLoc.Load(); uint32(got) != 2 { // CU_MEM_LOCATION_TYPE_HOST
+		t.Fatalf("packed host location %#x", got)
+	}
+	if err := b.Advise(0x1000, 64, gpumem.AdviseSetCoarseGrain, gpumem.HostLocation()); !errors.Is(err, gpumem.ErrNotSupported) {
+		t.Fatalf("coarse grain on CUDA: %v", err)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	b := openFake(t)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Malloc(0, 64); !errors.Is(err, gpumem.ErrClosed) {
+		t.Fatalf("Malloc after Close: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestConcurrentCalls(t *testing.T) {
+	b := openFake(t)
+	defer b.Close()
+	pool := gpumem.MemPool{Handle: 7}
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			s := gpumem.Stream{Device: g % 2}
+			for i := 0; i < 200; i++ {
+				p, err := b.MallocFromPoolAsync(uint64(i), pool, s)
+				if err != nil || p != gpumem.Ptr(0x20000+i) {
+					t.Errorf("MallocFromPoolAsync: %#x %v", p, err)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+}
+
+func TestHotPathAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop cells on purpose; allocation counts are meaningless under -race")
+	}
+	// The fake's Go callbacks allocate on their own; point the hot path at
+	// a C function that returns 0 (sched_yield ignores its arguments).
+	libc, err := dl.Open("libc.so.6")
+	if err != nil {
+		t.Skip("no libc.so.6 to stand in for the driver: ", err)
+	}
+	yield, err := libc.Sym("sched_yield")
+	if err != nil {
+		t.Skip("libc has no sched_yield: ", err)
+	}
+	fns := fakeFunctions()
+	load := func(...string) (vendor.Library, error) {
+		l := &fakeLib{syms: map[string]uintptr{}}
+		for k, v := range fns {
+			l.syms[k] = v
+		}
+		for _, n := range []string{"cuCtxSetCurrent", "cuMemAllocFromPoolAsync", "cuMemFreeAsync", "cuEventRecord",
+			"cuEventQuery", "cuStreamWaitEvent", "cuMemcpyAsync"} {
+			l.syms[n] = yield
+		}
+		return l, nil
+	}
+	be, err := open(load, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := be.(*vendor.Backend)
+	defer b.Close()
+	s := gpumem.Stream{Handle: 3, Device: 1}
+	pool := gpumem.MemPool{Handle: 7, Device: 1}
+	e := gpumem.Event{Handle: 9, Device: 1}
+	allocs := testing.AllocsPerRun(200, func() {
+		p, _ := b.MallocFromPoolAsync(256, pool, s)
+		_ = b.FreeAsync(p, s)
+		_ = b.EventRecord(e, s)
+		_, _ = b.EventQuery(e)
+		_ = b.StreamWaitEvent(s, e)
+		_ = b.MemcpyAsync(p, p, 16, s)
+	})
+	if allocs != 0 {
+		t.Fatalf("hot path allocates %.1f times per round", allocs)
+	}
+}

@@ -1,0 +1,141 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/symtab"
+	"github.com/gpumem/gpumem/internal/vendor"
+)
+
+// A fake libcuda: C-callable Go functions behind the loader seam, so that
+// Open, symbol resolution, error translation and the call path can be tested
+// with no library at all.
+
+type fakeLib struct {
+	syms map[string]uintptr
+}
+
+func (f *fakeLib) Path() string { return "fake-libcuda.so" }
+func (f *fakeLib) Sym(name string) (uintptr, error) {
+	if a, ok := f.syms[name]; ok {
+		return a, nil
+	}
+	return 0, fmt.Errorf("fake: undefined symbol %s: %w", name, gpumem.ErrNotSupported)
+}
+func (f *fakeLib) Close() error { return nil }
+
+func put[T any](addr uintptr, v T) {
+	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
+	*(*T)(p) = v
+}
+
+var (
+	fakeOnce    sync.Once
+	fakeFns     map[string]uintptr
+	fakeCurrent atomic.Uintptr // last context made current
+	fakeNames   = map[int][]byte{2: []byte("CUDA_ERROR_OUT_OF_MEMORY\x00"), 801: []byte("CUDA_ERROR_NOT_SUPPORTED\x00"), 100: []byte("CUDA_ERROR_NO_DEVICE\x00")}
+	fakeDevices atomic.Int32 // device count the fake reports
+	fakeInit    atomic.Int32 // status cuInit returns
+	fakeAllocs  atomic.Int64
+)
+
+const fakeCtxBase = 0xc000
+
+func fakeFunctions() map[string]uintptr {
+	fakeOnce.Do(func() {
+		cb := purego.NewCallback
+		ok := cb(func(a1, a2, a3, a4, a5, a6 uintptr) uintptr { return 0 })
+		fakeFns = map[string]uintptr{
+			"cuInit":             cb(func(flags uintptr) uintptr { return uintptr(fakeInit.Load()) }),
+			"cuDriverGetVersion": cb(func(p uintptr) uintptr { put[int32](p, 12020); return 0 }),
+			"cuDeviceGetCount":   cb(func(p uintptr) uintptr { put(p, fakeDevices.Load()); return 0 }),
+			"cuDeviceGet":        cb(func(p, ord uintptr) uintptr { put(p, int32(ord)); return 0 }),
+			"cuDevicePrimaryCtxRetain": cb(func(p, dev uintptr) uintptr {
+				put(p, uintptr(fakeCtxBase+dev))
+				return 0
+			}),
+			"cuCtxSetCurrent": cb(func(ctx uintptr) uintptr { fakeCurrent.Store(ctx); return 0 }),
+			"cuGetErrorName": cb(func(code, p uintptr) uintptr {
+				n, ok := fakeNames[int(int32(code))]
+				if !ok {
+					put[uintptr](p, 0)
+					return 1
+				}
+				put(p, uintptr(unsafe.Pointer(&n[0])))
+				return 0
+			}),
+			"cuMemAlloc_v2": cb(func(p, size uintptr) uintptr {
+				if size > 1<<40 {
+					return 2
+				}
+				put[uintptr](p, 0x10000)
+				return 0
+			}),
+			"cuMemAllocFromPoolAsync": cb(func(p, size, pool, stream uintptr) uintptr {
+				fakeAllocs.Add(1)
+				put[uintptr](p, 0x20000+size)
+				return 0
+			}),
+			"cuMemAllocAsync": cb(func(p, size, stream uintptr) uintptr { put[uintptr](p, 0x30000); return 0 }),
+			"cuDeviceGetAttribute": cb(func(p, attr, dev uintptr) uintptr {
+				put(p, int32(attr)*10+int32(dev))
+				return 0
+			}),
+			"cuStreamQuery":         cb(func(s uintptr) uintptr { return 600 }),
+			"cuMemPoolTrimTo":       cb(func(pool, keep uintptr) uintptr { return 801 }),
+			"cuMemFree_v2":          cb(func(p uintptr) uintptr { return 1 }),
+			"cuMemAdvise_v2":        cb(func(p, n, adv, loc uintptr) uintptr { fakeLoc.Store(uint64(loc)); return 0 }),
+			"cuCtxEnablePeerAccess": cb(func(ctx, flags uintptr) uintptr { return 704 }),
+		}
+		for _, r := range symtab.Rows {
+			if r.CUDA != "" && r.RequiredCUDA {
+				if _, done := fakeFns[r.CUDA]; !done {
+					fakeFns[r.CUDA] = ok
+				}
+			}
+		}
+		fakeDevices.Store(2)
+	})
+	return fakeFns
+}
+
+var fakeLoc atomic.Uint64
+
+// fakeLoader returns a loader of the fake library without the named symbols.
+func fakeLoader(without ...string) vendor.Loader {
+	fns := fakeFunctions()
+	return func(...string) (vendor.Library, error) {
+		l := &fakeLib{syms: map[string]uintptr{}}
+		for k, v := range fns {
+			l.syms[k] = v
+		}
+		for _, w := range without {
+			delete(l.syms, w)
+		}
+		return l, nil
+	}
+}
+
+func openFake(t interface {
+	Fatal(...any)
+	Helper()
+}, without ...string) *vendor.Backend {
+	t.Helper()
+	b, err := open(fakeLoader(without...), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.(*vendor.Backend)
+}
+
+func isNotSupportedNaming(err error, sym string) bool {
+	return errors.Is(err, gpumem.ErrNotSupported) && strings.Contains(err.Error(), sym)
+}
