@@ -95,10 +95,10 @@ func (f *fakeGPU) EventRecord(gpumem.Event, gpumem.Stream) error {
 	f.call("EventRecord")
 	return nil
 }
-func (f *fakeGPU) EventQuery(gpumem.Event) (bool, error)          { return true, nil }
-func (f *fakeGPU) EventSynchronize(gpumem.Event) error            { return nil }
+func (f *fakeGPU) EventQuery(gpumem.Event) (bool, error)             { return true, nil }
+func (f *fakeGPU) EventSynchronize(gpumem.Event) error               { return nil }
 func (f *fakeGPU) StreamWaitEvent(gpumem.Stream, gpumem.Event) error { return nil }
-func (f *fakeGPU) StreamSynchronize(gpumem.Stream) error          { return nil }
+func (f *fakeGPU) StreamSynchronize(gpumem.Stream) error             { return nil }
 func (f *fakeGPU) StreamCaptureInfo(gpumem.Stream) (gpumem.CaptureInfo, error) {
 	return gpumem.CaptureInfo{}, nil
 }

@@ -1,0 +1,111 @@
+// Package caching is a caching device-memory allocator with the semantics of
+// PyTorch's CUDA caching allocator, over any gpumem.Backend (CUDA, HIP or the
+// simulator), with extensions that cut fragmentation: cross-stream reuse,
+// release before growth, and expandable segments that return free chunks.
+//
+// Other files say "See doc.go for an overview."
+//
+// # Glossary
+//
+//	segment     one device allocation (Upstream.Alloc, by default the backend's
+//	            Malloc), or one expandable segment: a virtual range reserved once
+//	            per stream and pool, backed by physical chunks mapped on demand.
+//	block       a range of a segment; the segment's blocks tile it in address
+//	            order (prev/next). A block is allocated, pending (freed but
+//	            awaiting events of streams that used it) or free (cached).
+//	pool        the free blocks of one kind: small (requests of at most 1 MiB,
+//	            carved from 2 MiB segments) or large. Each device has a small
+//	            and a large pool; each graph capture pool has its own pair.
+//	tree        the free blocks of one pool and one stream, ordered by
+//	            (size, address): a treap whose nodes are the blocks themselves.
+//	owner       the stream a block was allocated on; a freed block returns to
+//	            its owner's tree, as PyTorch's raw_delete.
+//	use         a stream other than the owner that touched a block
+//	            (RecordStream, or a Deallocate ordered on another stream).
+//	event       recorded on each use stream at free time; the block is reused
+//	            only once every such event has completed.
+//	private pool the pool of a graph capture (BeginCapture), released with
+//	            ReleasePool when the graph is destroyed.
+//
+// # Locks
+//
+// Each device has one mutex, d.mu, guarding all of that device's state; no
+// lock is shared between devices. The OOM handler and observers run with no
+// lock held. Upstream and OnNewSegment run with d.mu held.
+//
+// # Allocation path (Allocate)
+//
+//  1. Validate the size (zero or above 2^62: ErrInvalidValue) and round it:
+//     to 512 bytes, or to roundup_power2_divisions steps. No lock.
+//  2. Lock d.mu. If captures are underway on the device, choose the
+//     capture's private pool for streams that belong to it (a
+//     StreamCaptureInfo call, only while a capture is underway). Otherwise,
+//     if frees are pending, query their events (in record order per stream,
+//     stopping at the first incomplete one) and return completed blocks to
+//     their pools; this is skipped when the stream is being captured.
+//  3. Best fit: the smallest free block of the pool on the requesting stream
+//     with size >= the rounded size, lowest address first among equals, one
+//     O(log n) tree search. With max_split_size set, a request below it never
+//     takes a block at or above it, and a request above it takes only a block
+//     smaller than request + 20 MiB. This step makes no backend call and
+//     allocates nothing: it is the path that amortizes every device call.
+//  4. On a miss, with cross-stream reuse on, take the best-fitting free block
+//     cached on another stream instead: record the owner's event (one cached
+//     event per stream) and make the requesting stream wait on it; the block
+//     keeps its owner and records the requester as a use, so its free orders
+//     the owner after the requester. Two cheap stream-ordered calls replace a
+//     device allocation.
+//  5. With garbage_collection_threshold set and reserved memory above
+//     threshold × allowed, free wholly free large segments not reused for
+//     the longest (PyTorch's garbage_collect_cached_blocks).
+//  6. Ask for a new segment: 2 MiB for small requests, 20 MiB for requests
+//     under 10 MiB, else the request rounded to 2 MiB. With release before
+//     growth on and the segment raising the reserved high-water mark, first
+//     free wholly free cached segments (largest first) after one device
+//     synchronization. The memory fraction caps reserved memory.
+//  7. If the device is out of memory: free oversize cached blocks
+//     (max_split_size), retry; then wait for every pending event, free every
+//     wholly free segment and unmap every free chunk, retry (num_alloc_retries).
+//  8. Still out of memory: unlock, call the OOM handler (it may free memory
+//     and ask for a retry: back to 2), else count the OOM, unlock, tell the
+//     observers and return an *OutOfMemoryError that says what was asked, the
+//     device's capacity and free memory, what is allocated and reserved, the
+//     largest cached block, and the setting that would help.
+//  9. Split the block if the remainder is worth keeping (small pool: at least
+//     512 bytes; large pool: more than 1 MiB and the request below
+//     max_split_size; expandable: at least 512 bytes), cache the remainder,
+//     record the block in the address table and count it.
+//
+// Expandable segments replace step 6: each stream's pool has one virtual
+// range twice the device's capacity; its free blocks are searched like any
+// other, and the chunks (2 MiB small, 20 MiB large by default) under the
+// chosen block are created, mapped and made accessible. Release before
+// growth then unmaps free chunks elsewhere (after synchronizing) instead of
+// raising the high-water mark, so physical memory moves between streams and
+// holes instead of accumulating in them.
+//
+// # Free path (Deallocate)
+//
+//  1. Find the block in the device's open-addressing address table (the
+//     stream's device first); not found: ErrInvalidValue (double free or a
+//     foreign pointer).
+//  2. A free ordered on a stream other than the owner records that stream
+//     as a use. Uncount the allocation.
+//  3. No uses: merge with free neighbours of the same stream (and segment)
+//     and insert into the owner's tree: no backend call, no allocation.
+//  4. With uses: record one event per use stream (a cached event), keep the
+//     block pending until all complete (step 2 of allocation). During a
+//     capture the events are recorded only when the last capture ends.
+//
+// # Invariants
+//
+//   - The blocks of a segment tile it exactly; every block is in exactly one
+//     state: allocated (in the address table), pending (in the table and
+//     awaiting events) or free (in its owner's tree).
+//   - No two adjacent free blocks of one stream exist (they are merged).
+//   - A block is reused on another stream only after that stream was ordered
+//     after everything queued on the block's streams up to its free.
+//   - Statistics equal a recount of the blocks and segments.
+//   - Memory is returned to the device (free, unmap) only after the device
+//     was synchronized.
+package caching
