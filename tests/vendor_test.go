@@ -159,6 +159,8 @@ func TestVendorErrorNamesFromLibrary(t *testing.T) {
 	})
 }
 
+var benchVersion int32
+
 // BenchmarkTrivialCall measures the per-call cost of a trivial driver call
 // that works without a device (cuDriverGetVersion), through the project's
 // call path and through purego.SyscallN.
@@ -172,7 +174,7 @@ func BenchmarkTrivialCall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	v := new(int32)
+	v := &benchVersion // heap memory: the sub-benchmarks run on other goroutines
 	p := uintptr(unsafe.Pointer(v))
 	b.Run("ccall", func(b *testing.B) {
 		b.ReportAllocs()
