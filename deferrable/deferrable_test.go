@@ -1,0 +1,840 @@
+package deferrable_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/deferrable"
+	"github.com/gpumem/gpumem/sim"
+)
+
+const mib = 1 << 20
+
+// newSim makes a one-device simulator and checks, when the test ends, that
+// nothing leaked and no violation was seen.
+func newSim(t testing.TB, capacity uint64, manual bool) *sim.GPU {
+	t.Helper()
+	g, err := sim.New(sim.Config{Devices: []sim.DeviceConfig{{Capacity: capacity}}, Manual: manual})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if v := g.Violations(); len(v) > 0 {
+			t.Errorf("violations: %v", v)
+		}
+		g.Close()
+	})
+	return g
+}
+
+func checkLeaks(t testing.TB, g *sim.GPU) {
+	t.Helper()
+	if l := g.Leaks(); len(l) > 0 {
+		t.Errorf("leaks after Close: %v", l)
+	}
+}
+
+func newManager(t testing.TB, g *sim.GPU, opts deferrable.Options) *deferrable.Manager {
+	t.Helper()
+	m, err := deferrable.New(g, 0, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func newStream(t testing.TB, g *sim.GPU) gpumem.Stream {
+	t.Helper()
+	s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.StreamDestroy(s) })
+	return s
+}
+
+func pattern(seed, n uint64) []byte {
+	p := make([]byte, n)
+	x := seed*0x9e3779b97f4a7c15 + 1
+	for i := range p {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		p[i] = byte(x)
+	}
+	return p
+}
+
+// write fills buf with data by a simulated kernel on s.
+func write(t testing.TB, g *sim.GPU, buf *deferrable.Buffer, s gpumem.Stream, data []byte) {
+	t.Helper()
+	p, err := buf.Acquire(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Launch(s, p, buf.Size(), func(mem []byte) { copy(mem, data) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := buf.Release(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// read returns buf's content, read by a simulated kernel on s.
+func read(t testing.TB, g *sim.GPU, buf *deferrable.Buffer, s gpumem.Stream) []byte {
+	t.Helper()
+	p, err := buf.Acquire(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, buf.Size())
+	if err := g.Launch(s, p, buf.Size(), func(mem []byte) { copy(out, mem) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.StreamSynchronize(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := buf.Release(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func where(t testing.TB, b *deferrable.Buffer, want deferrable.Tier) {
+	t.Helper()
+	if got := b.Where(); got != want {
+		t.Fatalf("buffer %d is on %v, want %v", b.ID(), got, want)
+	}
+}
+
+func TestRoundTripThroughEveryTier(t *testing.T) {
+	g := newSim(t, 1<<30, false)
+	dir := t.TempDir()
+	m := newManager(t, g, deferrable.Options{DiskDir: dir, StagingBytes: 1 * mib, StagingBuffers: 3})
+	s := newStream(t, g)
+	sizes := []uint64{1, 4096, 3*mib + 123, 8 * mib}
+	for i, size := range sizes {
+		b, err := m.Alloc(size, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := pattern(uint64(i+1), size)
+		write(t, g, b, s, want)
+		for _, path := range [][]deferrable.Tier{
+			{deferrable.TierHost, deferrable.TierDisk, deferrable.TierDevice},
+			{deferrable.TierDisk, deferrable.TierHost, deferrable.TierDevice},
+			{deferrable.TierDisk, deferrable.TierDevice},
+			{deferrable.TierHost, deferrable.TierDevice},
+		} {
+			for _, tier := range path {
+				if err := b.MoveTo(tier); err != nil {
+					t.Fatalf("size %d: move to %v: %v", size, tier, err)
+				}
+				where(t, b, tier)
+			}
+			if got := read(t, g, b, s); !bytes.Equal(got, want) {
+				t.Fatalf("size %d: data changed along %v", size, path)
+			}
+		}
+		if err := b.Free(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := m.Stats()
+	n := int64(len(sizes))
+	for name, got := range map[string]int64{
+		"device→host": st.DeviceToHost.Count, "device→disk": st.DeviceToDisk.Count,
+		"host→disk": st.HostToDisk.Count, "disk→host": st.DiskToHost.Count,
+	} {
+		if got != n {
+			t.Errorf("%s moves: %d, want %d", name, got, n)
+		}
+	}
+	if st.HostToDevice.Count != 2*n || st.DiskToDevice.Count != 2*n {
+		t.Errorf("unspills: host %d disk %d, want %d each", st.HostToDevice.Count, st.DiskToDevice.Count, 2*n)
+	}
+	if st.Device.Buffers != 0 || st.Host.Bytes != 0 || st.Disk.Bytes != 0 {
+		t.Errorf("after freeing all: %+v", st)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkLeaks(t, g)
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("disk tier left %d entries behind", len(ents))
+	}
+}
+
+func TestLockedBufferIsNeverSpilled(t *testing.T) {
+	g := newSim(t, 1<<30, false)
+	m := newManager(t, g, deferrable.Options{})
+	defer func() { m.Close(); checkLeaks(t, g) }()
+	s := newStream(t, g)
+	a, _ := m.Alloc(mib, s)
+	b, _ := m.Alloc(mib, s)
+	pa, err := a.Acquire(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	freed, err := m.Spill(1 << 40)
+	if err != nil || freed != mib {
+		t.Fatalf("Spill freed %d (%v), want only the unlocked %d", freed, err, mib)
+	}
+	where(t, a, deferrable.TierDevice)
+	where(t, b, deferrable.TierHost)
+	if err := a.MoveTo(deferrable.TierHost); !errors.Is(err, deferrable.ErrLocked) || !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Fatalf("move of a locked buffer: %v", err)
+	}
+	if err := a.Free(); !errors.Is(err, deferrable.ErrLocked) {
+		t.Fatalf("free of a locked buffer: %v", err)
+	}
+	// A second hold of the same buffer returns the same address.
+	pa2, err := a.Acquire(s)
+	if err != nil || pa2 != pa {
+		t.Fatalf("second Acquire: %#x %v, want %#x", pa2, err, pa)
+	}
+	a.Release()
+	if freed, _ := m.Spill(1 << 40); freed != 0 || a.Where() != deferrable.TierDevice {
+		t.Fatalf("spilled %d with one hold left", freed)
+	}
+	a.Release()
+	if freed, _ := m.Spill(1 << 40); freed != mib {
+		t.Fatalf("spilled %d after the last release, want %d", freed, mib)
+	}
+	if st := m.Stats(); st.SyncLocks != 0 || st.Host.Buffers != 2 {
+		t.Fatalf("stats: %+v", st)
+	}
+}
+
+func TestTwoStreamsHoldUntilBothPassTheirEvents(t *testing.T) {
+	g := newSim(t, 1<<30, true)
+	m := newManager(t, g, deferrable.Options{})
+	s1, s2 := newStream(t, g), newStream(t, g)
+	b, err := m.Alloc(2*mib, s1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Drain(); err != nil {
+		t.Fatal(err)
+	}
+	want := pattern(7, 2*mib)
+	p1, err := b.AcquireAsync(s1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := b.AcquireAsync(s2)
+	if err != nil || p2 != p1 {
+		t.Fatalf("AcquireAsync on s2: %#x %v", p2, err)
+	}
+	if err := g.Launch(s1, p1, mib, func(mem []byte) { copy(mem, want[:mib]) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Launch(s2, p2.Add(mib), mib, func(mem []byte) { copy(mem, want[mib:]) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ReleaseAsync(s1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ReleaseAsync(s2); err != nil {
+		t.Fatal(err)
+	}
+	if st := m.Stats(); st.PendingReleases != 2 || st.AsyncLocks != 0 {
+		t.Fatalf("after both releases: pending %d async %d", st.PendingReleases, st.AsyncLocks)
+	}
+	if freed, _ := m.Spill(1 << 40); freed != 0 || !b.Locked() {
+		t.Fatalf("spilled %d before either stream ran", freed)
+	}
+	for g.Step(s1) {
+	}
+	if freed, _ := m.Spill(1 << 40); freed != 0 || !b.Locked() {
+		t.Fatalf("spilled %d with s2's work still queued", freed)
+	}
+	for g.Step(s2) {
+	}
+	if b.Locked() {
+		t.Fatal("still locked after both streams passed their events")
+	}
+	if freed, err := m.Spill(1 << 40); freed != 2*mib || err != nil {
+		t.Fatalf("spill after both streams: %d %v", freed, err)
+	}
+	where(t, b, deferrable.TierHost)
+	p, err := b.Acquire(s1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 2*mib)
+	g.Launch(s1, p, 2*mib, func(mem []byte) { copy(got, mem) })
+	if err := g.StreamSynchronize(s1); err != nil {
+		t.Fatal(err)
+	}
+	b.Release()
+	if !bytes.Equal(got, want) {
+		t.Fatal("data written by two streams did not survive the spill")
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g.Drain()
+	checkLeaks(t, g)
+}
+
+func TestReleaseStreamAndSyncAndUnlock(t *testing.T) {
+	g := newSim(t, 1<<30, false)
+	m := newManager(t, g, deferrable.Options{})
+	defer func() { m.Close(); checkLeaks(t, g) }()
+	s := newStream(t, g)
+	x, _ := m.Alloc(mib, s)
+	y, _ := m.Alloc(mib, s)
+	err := m.LockAndLaunchAsync(s, func(s gpumem.Stream, ptrs []gpumem.Ptr) error {
+		for i, p := range ptrs {
+			v := byte(i + 1)
+			if err := g.Launch(s, p, mib, func(mem []byte) { bytes.Fill(mem, v) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, x, y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := m.Stats(); st.AsyncLocks != 2 {
+		t.Fatalf("async locks %d, want 2", st.AsyncLocks)
+	}
+	if freed, _ := m.Spill(1 << 40); freed != 0 {
+		t.Fatalf("spilled %d while held on a stream", freed)
+	}
+	if err := m.SyncAndUnlock(s); err != nil {
+		t.Fatal(err)
+	}
+	if st := m.Stats(); st.AsyncLocks != 0 || st.PendingReleases != 0 {
+		t.Fatalf("after SyncAndUnlock: %+v", st)
+	}
+	if freed, _ := m.Spill(1 << 40); freed != 2*mib {
+		t.Fatalf("spilled %d after SyncAndUnlock", freed)
+	}
+	err = m.LockAndLaunch(func(ptrs []gpumem.Ptr) error {
+		d := gpumem.Stream{Device: 0}
+		for i, p := range ptrs {
+			v := byte(i + 1)
+			var bad bool
+			g.Launch(d, p, mib, func(mem []byte) { bad = mem[0] != v || mem[mib-1] != v })
+			if err := g.StreamSynchronize(d); err != nil {
+				return err
+			}
+			if bad {
+				return fmt.Errorf("buffer %d lost its content", i)
+			}
+		}
+		return nil
+	}, x, y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ReleaseStream drops the locks once the stream passes its event.
+	if _, err := x.AcquireAsync(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ReleaseStream(s); err != nil {
+		t.Fatal(err)
+	}
+	g.StreamSynchronize(s)
+	if x.Locked() {
+		t.Fatal("still locked after the stream passed ReleaseStream's event")
+	}
+}
+
+func TestSpillOnOutOfMemory(t *testing.T) {
+	g := newSim(t, 64*mib, false)
+	res := deferrable.NewDeviceResource(g)
+	defer res.Close()
+	m := newManager(t, g, deferrable.Options{Resource: res, StagingBytes: 2 * mib})
+	s := newStream(t, g)
+	var bufs []*deferrable.Buffer
+	for i := 0; i < 6; i++ {
+		b, err := m.Alloc(8*mib, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, g, b, s, pattern(uint64(i), 8*mib))
+		bufs = append(bufs, b)
+	}
+	// Another user of the same resource needs more than is free.
+	if _, err := res.Allocate(40*mib, s); !errors.Is(err, gpumem.ErrOutOfMemory) {
+		t.Fatalf("without the handler: %v, want out of memory", err)
+	}
+	res.SetOOMHandler(m.OOMHandler())
+	p, err := res.Allocate(40*mib, s)
+	if err != nil {
+		t.Fatalf("with the handler: %v", err)
+	}
+	st := m.Stats()
+	if st.OOMHandlerCalls == 0 || st.OOMSpilledBytes == 0 || st.Host.Buffers == 0 {
+		t.Fatalf("the handler did not spill: %+v", st)
+	}
+	// The manager's own allocations spill too: ten more buffers in a full device.
+	for i := 6; i < 16; i++ {
+		b, err := m.Alloc(8*mib, s)
+		if err != nil {
+			t.Fatalf("alloc %d: %v", i, err)
+		}
+		write(t, g, b, s, pattern(uint64(i), 8*mib))
+		bufs = append(bufs, b)
+	}
+	if err := res.Deallocate(p, s); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range bufs {
+		if !bytes.Equal(read(t, g, b, s), pattern(uint64(i), 8*mib)) {
+			t.Fatalf("buffer %d changed", i)
+		}
+	}
+	if m.Stats().AllocRetries == 0 && m.Stats().OOMHandlerCalls < 2 {
+		t.Error("no allocation was retried after spilling")
+	}
+	// Everything locked: the allocation fails cleanly.
+	var held []*deferrable.Buffer
+	for _, b := range bufs {
+		if b.Where() == deferrable.TierDevice {
+			b.Acquire(s)
+			held = append(held, b)
+		}
+	}
+	if _, err := m.Alloc(64*mib, s); !errors.Is(err, gpumem.ErrOutOfMemory) {
+		t.Fatalf("alloc with everything locked: %v", err)
+	}
+	for _, b := range held {
+		b.Release()
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkLeaks(t, g)
+}
+
+func TestSoftDeviceLimit(t *testing.T) {
+	g := newSim(t, 1<<30, false)
+	m := newManager(t, g, deferrable.Options{DeviceLimit: 16 * mib})
+	defer func() { m.Close(); checkLeaks(t, g) }()
+	s := newStream(t, g)
+	var bufs []*deferrable.Buffer
+	for i := 0; i < 10; i++ {
+		b, err := m.Alloc(4*mib, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs = append(bufs, b)
+		if st := m.Stats(); st.Device.Bytes > 16*mib {
+			t.Fatalf("after %d allocations %d device bytes, over the limit", i+1, st.Device.Bytes)
+		}
+	}
+	for _, b := range bufs[:6] {
+		if _, err := b.Acquire(s); err != nil {
+			t.Fatal(err)
+		}
+		b.Release()
+		if st := m.Stats(); st.Device.Bytes > 16*mib {
+			t.Fatalf("%d device bytes after an unspill, over the limit", st.Device.Bytes)
+		}
+	}
+	if st := m.Stats(); st.Device.PeakBytes > 16*mib || st.Host.Buffers != 6 {
+		t.Fatalf("stats: %+v", st)
+	}
+}
+
+func TestPriorityThenLeastRecentlyReleased(t *testing.T) {
+	g := newSim(t, 1<<30, false)
+	var mu sync.Mutex
+	var order []uint64
+	var registered, freed int
+	m := newManager(t, g, deferrable.Options{Callbacks: deferrable.Callbacks{
+		Register: func(deferrable.Info) { mu.Lock(); registered++; mu.Unlock() },
+		Free:     func(deferrable.Info) { mu.Lock(); freed++; mu.Unlock() },
+		Spill: func(info deferrable.Info, from deferrable.Tier) {
+			mu.Lock()
+			defer mu.Unlock()
+			if from == deferrable.TierDevice && info.Tier == deferrable.TierHost {
+				order = append(order, info.ID)
+			}
+		},
+	}})
+	s := newStream(t, g)
+	bufs := make([]*deferrable.Buffer, 6)
+	for i := range bufs {
+		bufs[i], _ = m.Alloc(mib, s)
+	}
+	// Release in the order 3 1 5 0 4 2; give 4 and 1 a higher priority and 2 a lower one.
+	for _, i := range []int{3, 1, 5, 0, 4, 2} {
+		bufs[i].Acquire(s)
+		bufs[i].Release()
+	}
+	bufs[4].SetPriority(1)
+	bufs[1].SetPriority(1)
+	bufs[2].SetPriority(-1)
+	want := []int{2, 3, 5, 0, 1, 4}
+	// One buffer at a time: each Spill takes exactly the next victim.
+	for k := range want {
+		if freed, err := m.Spill(1); freed != mib || err != nil {
+			t.Fatalf("spill %d: %d %v", k, freed, err)
+		}
+	}
+	mu.Lock()
+	for k, i := range want {
+		if k >= len(order) || order[k] != bufs[i].ID() {
+			t.Fatalf("spill order %v, want buffers %v (ids from 1)", order, want)
+		}
+	}
+	mu.Unlock()
+	// Acquiring brings one back and makes it the most recent.
+	bufs[3].Acquire(s)
+	bufs[3].Release()
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkLeaks(t, g)
+	if registered != 6 || freed != 6 {
+		t.Errorf("callbacks: %d registered, %d freed, want 6 each", registered, freed)
+	}
+}
+
+func TestCustomPolicy(t *testing.T) {
+	g := newSim(t, 1<<30, false)
+	m := newManager(t, g, deferrable.Options{Policy: largestFirst{}})
+	defer func() { m.Close(); checkLeaks(t, g) }()
+	s := newStream(t, g)
+	small, _ := m.Alloc(mib, s)
+	large, _ := m.Alloc(3*mib, s)
+	if freed, _ := m.Spill(1); freed != 3*mib {
+		t.Fatalf("spilled %d, want the large buffer", freed)
+	}
+	where(t, large, deferrable.TierHost)
+	where(t, small, deferrable.TierDevice)
+}
+
+type largestFirst struct{}
+
+func (largestFirst) Victims(c []deferrable.Candidate, need uint64) []deferrable.Candidate {
+	best := 0
+	for i := range c {
+		if c[i].Size > c[best].Size {
+			best = i
+		}
+	}
+	return c[best : best+1]
+}
+
+func TestInjectedCopyFailuresLoseNoData(t *testing.T) {
+	g := newSim(t, 1<<30, false)
+	dir := t.TempDir()
+	m := newManager(t, g, deferrable.Options{DiskDir: dir, StagingBytes: mib})
+	s := newStream(t, g)
+	b, _ := m.Alloc(4*mib+5, s)
+	want := pattern(3, b.Size())
+	write(t, g, b, s, want)
+	check := func(tier deferrable.Tier) {
+		t.Helper()
+		where(t, b, tier)
+		if tier == deferrable.TierDevice {
+			if !bytes.Equal(read(t, g, b, s), want) {
+				t.Fatal("data lost")
+			}
+		}
+	}
+	// Device to host fails on the third chunk: the buffer stays on the device, whole.
+	g.InjectFault("MemcpyAsync", 3, nil)
+	if err := b.MoveTo(deferrable.TierHost); err == nil {
+		t.Fatal("move succeeded through a failing copy")
+	}
+	check(deferrable.TierDevice)
+	g.InjectFault("MemcpyAsync", 1, nil)
+	if freed, err := m.Spill(1 << 40); freed != 0 || err == nil {
+		t.Fatalf("Spill through a failing copy: %d %v", freed, err)
+	}
+	check(deferrable.TierDevice)
+	g.InjectFault("MemcpyAsync", 2, nil)
+	if err := b.MoveTo(deferrable.TierDisk); err == nil {
+		t.Fatal("move to disk succeeded through a failing copy")
+	}
+	check(deferrable.TierDevice)
+	// Host to device fails: the buffer stays on the host, whole.
+	if err := b.MoveTo(deferrable.TierHost); err != nil {
+		t.Fatal(err)
+	}
+	g.InjectFault("MemcpyAsync", 4, nil)
+	if _, err := b.Acquire(s); err == nil {
+		t.Fatal("acquire succeeded through a failing copy")
+	}
+	check(deferrable.TierHost)
+	if err := b.MoveTo(deferrable.TierDisk); err != nil {
+		t.Fatal(err)
+	}
+	g.InjectFault("MemcpyAsync", 1, nil)
+	if _, err := b.Acquire(s); err == nil {
+		t.Fatal("acquire from disk succeeded through a failing copy")
+	}
+	check(deferrable.TierDisk)
+	// Device allocation fails.
+	g.InjectFault("Malloc", 1, nil)
+	if _, err := b.Acquire(s); err == nil {
+		t.Fatal("acquire succeeded through a failing allocation")
+	}
+	check(deferrable.TierDisk)
+	check(deferrable.TierDevice)
+	st := m.Stats()
+	if st.Spilled().Failures < 3 || st.Unspilled().Failures < 3 {
+		t.Errorf("failures not counted: %+v", st)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkLeaks(t, g)
+}
+
+// TestWorkingSetThreeTimesTheDevice runs a workload whose buffers add up to
+// three times the device's memory: every round each goroutine adds its round
+// number to every byte of its buffers through Acquire/Release.
+func TestWorkingSetThreeTimesTheDevice(t *testing.T) {
+	const capacity, size, nbuf, workers, rounds = 32 * mib, 4 * mib, 24, 3, 4
+	g := newSim(t, capacity, false)
+	dir := t.TempDir()
+	m := newManager(t, g, deferrable.Options{DiskDir: dir, HostLimit: 40 * mib, StagingBytes: mib})
+	bufs := make([]*deferrable.Buffer, nbuf)
+	s0 := newStream(t, g)
+	for i := range bufs {
+		var err error
+		if bufs[i], err = m.Alloc(size, s0); err != nil {
+			t.Fatal(err)
+		}
+		write(t, g, bufs[i], s0, pattern(uint64(i), size))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		s := newStream(t, g)
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for r := 1; r <= rounds; r++ {
+				for i := w; i < nbuf; i += workers {
+					p, err := bufs[i].Acquire(s)
+					if err != nil {
+						errs <- err
+						return
+					}
+					add := byte(r)
+					if err := g.Launch(s, p, size, func(mem []byte) {
+						for k := range mem {
+							mem[k] += add
+						}
+					}); err != nil {
+						errs <- err
+						return
+					}
+					if err := bufs[i].Release(); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	st := m.Stats()
+	if st.Disk.PeakBytes == 0 || st.Host.PeakBytes == 0 || st.Spilled().Count < nbuf {
+		t.Fatalf("the workload did not use every tier: %+v", st)
+	}
+	const total = rounds * (rounds + 1) / 2
+	for i, b := range bufs {
+		want := pattern(uint64(i), size)
+		for k := range want {
+			want[k] += total
+		}
+		if !bytes.Equal(read(t, g, b, s0), want) {
+			t.Fatalf("buffer %d has the wrong result", i)
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkLeaks(t, g)
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("disk tier left %d entries", len(ents))
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	g := newSim(t, 1<<30, false)
+	if _, err := deferrable.New(nil, 0, deferrable.Options{}); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("New(nil): %v", err)
+	}
+	if _, err := deferrable.New(g, 1, deferrable.Options{}); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("New on a missing device: %v", err)
+	}
+	m := newManager(t, g, deferrable.Options{})
+	s := newStream(t, g)
+	if _, err := m.Alloc(0, s); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("Alloc(0): %v", err)
+	}
+	if _, err := m.Alloc(1<<62, s); !errors.Is(err, gpumem.ErrOutOfMemory) {
+		t.Errorf("Alloc(huge): %v", err)
+	}
+	if _, err := m.Alloc(1, gpumem.Stream{Device: 3}); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("Alloc on another device's stream: %v", err)
+	}
+	b, err := m.Alloc(100, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("Release without Acquire: %v", err)
+	}
+	if err := b.ReleaseAsync(s); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("ReleaseAsync without AcquireAsync: %v", err)
+	}
+	if err := b.MoveTo(deferrable.TierDisk); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("move to disk without a disk tier: %v", err)
+	}
+	if err := b.MoveTo(deferrable.Tier(9)); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("move to a bad tier: %v", err)
+	}
+	if err := m.LockAndLaunch(func([]gpumem.Ptr) error { return nil }, b, nil); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("LockAndLaunch with a nil buffer: %v", err)
+	}
+	if b.Locked() {
+		t.Error("a failed LockAndLaunch left a lock")
+	}
+	var nilBuf *deferrable.Buffer
+	if _, err := nilBuf.Acquire(s); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("Acquire on nil: %v", err)
+	}
+	if err := b.Free(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(s); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("Acquire after Free: %v", err)
+	}
+	if err := b.Free(); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("double Free: %v", err)
+	}
+	c, _ := m.Alloc(100, s)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, err := range map[string]error{
+		"Alloc":   func() error { _, err := m.Alloc(1, s); return err }(),
+		"Acquire": func() error { _, err := c.Acquire(s); return err }(),
+		"Free":    c.Free(),
+		"Spill":   func() error { _, err := m.Spill(1); return err }(),
+		"Move":    c.MoveTo(deferrable.TierHost),
+		"Close":   m.Close(),
+	} {
+		if !errors.Is(err, gpumem.ErrClosed) {
+			t.Errorf("%s after Close: %v", name, err)
+		}
+	}
+	if m.OOMHandler()(0, 1, 0) {
+		t.Error("the OOM handler of a closed manager asked for a retry")
+	}
+	checkLeaks(t, g)
+}
+
+func TestHistoryAndStats(t *testing.T) {
+	g := newSim(t, 1<<30, false)
+	m := newManager(t, g, deferrable.Options{HistorySize: 3})
+	defer func() { m.Close(); checkLeaks(t, g) }()
+	s := newStream(t, g)
+	b, _ := m.Alloc(mib, s)
+	b.MoveTo(deferrable.TierHost)
+	b.MoveTo(deferrable.TierDevice)
+	b.Free()
+	h := m.History()
+	want := []gpumem.HistoryAction{gpumem.ActionSpill, gpumem.ActionUnspill, gpumem.ActionFreeComplete}
+	if len(h) != len(want) {
+		t.Fatalf("history %+v", h)
+	}
+	for i, e := range h {
+		if e.Action != want[i] || e.Size != mib || e.Device != 0 {
+			t.Fatalf("entry %d: %+v, want %s", i, e, want[i])
+		}
+	}
+	st := m.Stats()
+	if st.Allocs != 1 || st.Frees != 1 || st.DeviceToHost.Bytes != mib || st.HostToDevice.Bytes != mib ||
+		st.Spilled().Duration <= 0 || st.Unspilled().Duration <= 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestDiskTierIsPrivate(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("unlinking an open file is checked on Linux")
+	}
+	g := newSim(t, 1<<30, false)
+	dir := t.TempDir()
+	m := newManager(t, g, deferrable.Options{DiskDir: dir})
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("the disk tier is visible in its directory: %v", ents)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkLeaks(t, g)
+}
+
+func TestConcurrentSpillAndAcquire(t *testing.T) {
+	g := newSim(t, 16*mib, false)
+	m := newManager(t, g, deferrable.Options{StagingBytes: 512 << 10})
+	var wg sync.WaitGroup
+	const n = 12
+	bufs := make([]*deferrable.Buffer, n)
+	s0 := newStream(t, g)
+	for i := range bufs {
+		var err error
+		if bufs[i], err = m.Alloc(2*mib, s0); err != nil {
+			t.Fatal(err)
+		}
+		write(t, g, bufs[i], s0, pattern(uint64(i), 2*mib))
+	}
+	for w := 0; w < 4; w++ {
+		s := newStream(t, g)
+		wg.Add(2)
+		go func(w int) {
+			defer wg.Done()
+			for k := 0; k < 20; k++ {
+				b := bufs[(w*5+k)%n]
+				if _, err := b.AcquireAsync(s); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := b.ReleaseAsync(s); err != nil {
+					t.Error(err)
+				}
+			}
+		}(w)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < 10; k++ {
+				m.Spill(3 * mib)
+				m.Stats()
+			}
+		}()
+	}
+	wg.Wait()
+	for i, b := range bufs {
+		if !bytes.Equal(read(t, g, b, s0), pattern(uint64(i), 2*mib)) {
+			t.Fatalf("buffer %d changed", i)
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkLeaks(t, g)
+}

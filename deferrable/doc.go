@@ -1,0 +1,109 @@
+// Package deferrable implements deferrable (spillable) device memory, after
+// RAPIDS RMMEP-1: buffers that the manager may move off the device while
+// nobody uses them, whose device address is reachable only while they are
+// held.
+//
+// # Glossary
+//
+//	Manager   owns the buffers of one device, their bookkeeping and the
+//	          machinery that moves them. One lock (Manager.mu) guards all
+//	          bookkeeping; it is never held across a copy, a device allocation
+//	          or a callback.
+//	Buffer    one deferrable allocation. It lives in exactly one tier:
+//	          device, host (ordinary Go memory) or disk (an extent of one
+//	          private file).
+//	hold      a reason not to move a buffer: an Acquire not yet Released, an
+//	          AcquireAsync not yet released, or an asynchronous release whose
+//	          event has not yet been seen complete.
+//	fence     an event per (buffer, stream), recorded on the stream when a
+//	          hold ends; every later move or free of the buffer is ordered
+//	          after it on the copy stream, so the host never waits for the
+//	          user's work to release memory.
+//	copy stream  one non-blocking stream per manager. All of the manager's
+//	          device memory is allocated and freed in stream order on it, and
+//	          every transfer runs on it.
+//	staging   a ring of pinned host buffers (MallocHost, Options.StagingBytes
+//	          each, Options.StagingBuffers of them). Transfers go chunk by
+//	          chunk through the ring so that the DMA of one chunk overlaps the
+//	          host side (memmove into Go memory, or file I/O) of the previous.
+//	upstream  the gpumem.Resource the device memory comes from (any allocator;
+//	          by default a DeviceResource over Backend.Malloc/Free).
+//
+// # Holding a buffer
+//
+// Acquire(s) makes the buffer resident and holds it; the address it returns
+// is valid for work ordered on s until Release. If the buffer was not on the
+// device, Acquire:
+//
+//  1. marks it moving (other goroutines that want it wait on Manager.cond);
+//  2. allocates device memory from the upstream on the copy stream. On
+//     ErrOutOfMemory, or before passing Options.DeviceLimit, it spills other
+//     buffers (below) and retries;
+//  3. copies the bytes in through the staging ring, recording an event on
+//     the copy stream after the last chunk, and makes s wait for that event:
+//     the host returns as soon as the last chunk is queued;
+//  4. under the lock, switches the buffer to the device and counts the hold.
+//
+// Release ends a hold; the last one records a fence on each stream its
+// holders named. AcquireAsync/ReleaseAsync(s) are the stream-ordered form
+// (RMMEP-1's lockAndLaunchAsync, improved): holds are counted per stream, so
+// several streams may hold one buffer; ReleaseAsync records the fence and the
+// hold turns into a pending release, which counts as locked until an
+// EventQuery (made lazily, whenever the manager looks for victims) sees it
+// complete. Manager.ReleaseStream(s) releases every hold of a stream at once,
+// and SyncAndUnlock(s) is RMMEP-1's synchronous form. LockAndLaunch and
+// LockAndLaunchAsync wrap acquiring several buffers around a function.
+//
+// # Spilling
+//
+// A spill (Manager.Spill, the soft device limit, an out-of-memory retry of the
+// manager's own allocation, or the handler from OOMHandler given to another
+// allocator) frees device bytes:
+//
+//  1. under the lock, gather the candidates: buffers on the device that are
+//     neither moving nor locked (pending releases are queried here); the
+//     Policy (default LRU: lowest priority, then least recently released)
+//     picks victims, which are marked moving;
+//  2. for each victim, reserve room in the host tier. If Options.HostLimit
+//     would be passed and a disk tier exists, older host buffers are demoted
+//     to disk first (chosen by the same policy); a buffer that still does not
+//     fit goes straight to disk;
+//  3. the copy stream waits for the victim's fences, and the bytes come out
+//     through the staging ring into Go memory or the disk file;
+//  4. only when every byte has arrived is the device memory given back
+//     (Deallocate on the copy stream) and the buffer switched to its new tier.
+//
+// A failure at any step (a copy, an allocation, a write) leaves the buffer
+// where it was, whole; the partial copy is dropped and counted as a failure.
+//
+// # Invariants
+//
+//   - A held buffer is never moved. A moving buffer is neither held nor
+//     chosen again until its move ends.
+//   - Device memory is given back only after every fence of the buffer, in
+//     stream order on the copy stream.
+//   - Lock order: a transfer holds the mover's lock, then may take
+//     Manager.mu briefly; nothing holding Manager.mu takes the mover's lock,
+//     allocates device memory or calls out (policies excepted: they must not
+//     call the manager).
+//   - The handler from OOMHandler runs with no lock of the manager held, as
+//     gpumem.OOMHandler requires of its callers too.
+//
+// # The disk tier
+//
+// With Options.DiskDir, the manager makes a directory there with
+// os.MkdirTemp (mode 0700) and one file in it (mode 0600), then unlinks both
+// at once where the OS allows: the open descriptor keeps the data and a crash
+// leaves nothing behind. Buffers are extents of that file (first fit,
+// coalesced, the file shortened when its tail frees). Close removes anything
+// left.
+//
+// # Measuring
+//
+// Stats reports, per tier, the buffers and bytes resident and their peak, and
+// per direction (device→host, device→disk, host→disk, host→device,
+// disk→device, disk→host) the moves, bytes, host time and failures, so that a
+// program on a real GPU can compute spill and unspill bandwidth
+// (Transfer.BytesPerSecond). History keeps recent allocations, frees, spills
+// and unspills as gpumem.HistoryEntry values, as the allocators do.
+package deferrable
