@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gpumem/gpumem/replay"
+)
+
+// The page is self-contained: inline CSS and SVG drawn here, no scripts, no
+// network.
+
+const (
+	chartW, chartH           = 960, 340
+	padL, padR, padT, padB   = 78, 20, 16, 52
+	plotW, plotH             = chartW - padL - padR, chartH - padT - padB
+	colReserved, colAlloc    = "#d9480f", "#1c7ed6"
+	colRequested, colGrid    = "#2b8a3e", "#e9ecef"
+	maxTicks                 = 6
+	gibF                     = float64(1 << 30)
+	replayPageTitle          = "gpumem replay: memory timeline"
+	replayPageTitleSeparator = " · "
+)
+
+type chartView struct {
+	Title    string
+	Result   replay.Result
+	ConfText string
+	SVG      template.HTML
+	Exact    bool
+	Every    int
+}
+
+type pageView struct {
+	Title     string
+	Generated string
+	Charts    []chartView
+	Results   []replay.Result
+}
+
+var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
+	"gib": func(n uint64) string { return fmt.Sprintf("%.2f GiB", float64(n)/gibF) },
+	"f3":  func(f float64) string { return fmt.Sprintf("%.3f", f) },
+	"f0":  func(f float64) string { return fmt.Sprintf("%.0f", f) },
+	"conf": func(s string) string {
+		if s == "" {
+			return "(defaults)"
+		}
+		return s
+	},
+}).Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>{{.Title}}</title>
+<style>
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px;color:#212529;max-width:1000px}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 6px}
+p.note{color:#495057;font-size:13px;margin:4px 0 10px}
+table{border-collapse:collapse;font-size:13px;margin:8px 0}
+th,td{padding:4px 10px;border-bottom:1px solid #dee2e6;text-align:right;white-space:nowrap}
+th{background:#f8f9fa} td.l,th.l{text-align:left}
+.legend span{display:inline-block;margin-right:18px;font-size:13px}
+.sw{display:inline-block;width:22px;height:4px;vertical-align:middle;margin-right:6px}
+svg text{font-size:12px;fill:#495057}
+</style></head><body>
+<h1>{{.Title}}</h1>
+<p class="note">Generated {{.Generated}}. Floor: the peak of live requested bytes, which no allocator can go under.
+Overhead: peak reserved / floor. ns/pair: host time per allocation and free.</p>
+<table>
+<tr><th class="l">trace</th><th class="l">allocator</th><th class="l">backend</th><th class="l">conf</th><th>pairs</th><th>floor</th><th>peak reserved</th><th>overhead</th><th>device allocs</th><th>OOMs</th><th>ns/pair</th></tr>
+{{range .Results}}<tr><td class="l">{{.Trace}}</td><td class="l">{{.Allocator}}</td><td class="l">{{.Backend}}</td><td class="l">{{conf .Conf}}</td><td>{{.Pairs}}</td><td>{{gib .PeakRequested}}</td><td>{{gib .PeakReserved}}</td><td>{{f3 .Overhead}}</td><td>{{.DeviceAllocs}}</td><td>{{.OOMs}}</td><td>{{f0 .NsPerPair}}</td></tr>
+{{end}}</table>
+{{range .Charts}}
+<h2>{{.Title}}</h2>
+<div class="legend"><span><i class="sw" style="background:` + colReserved + `"></i>reserved from the device</span><span><i class="sw" style="background:` + colAlloc + `"></i>allocated (handed out, rounded)</span><span><i class="sw" style="background:` + colRequested + `"></i>requested by the trace (live)</span></div>
+{{.SVG}}
+<p class="note">Peak reserved {{gib .Result.PeakReserved}}, floor {{gib .Result.PeakRequested}}, overhead {{f3 .Result.Overhead}}, {{.Result.DeviceAllocs}} device allocations, {{.Result.DeviceFrees}} device frees, {{.Result.OOMs}} OOMs, {{.Result.AllocRetries}} retries, {{f0 .Result.NsPerPair}} ns/pair{{if .Result.Device}}, device {{.Result.Device}}{{end}}.
+{{if .Exact}}Each point is the highest value within its interval of {{.Every}} events, so the curves reach the exact peaks.{{else}}Points are sampled every {{.Every}} events; the peaks in the table are exact.{{end}}</p>
+{{end}}
+</body></html>
+`))
+
+func writeHTML(path string, results []replay.Result) error {
+	page := pageView{Generated: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Results: results}
+	var traces, allocs []string
+	for _, r := range results {
+		traces = appendUnique(traces, r.Trace)
+		allocs = appendUnique(allocs, r.Allocator)
+		every := 1
+		if len(r.Timeline) > 1 {
+			every = r.Timeline[1].Event - r.Timeline[0].Event
+		}
+		page.Charts = append(page.Charts, chartView{
+			Title:  fmt.Sprintf("%s through %s on %s, conf %s", r.Trace, r.Allocator, r.Backend, orDefaults(r.Conf)),
+			Result: r, SVG: template.HTML(chartSVG(r)), Exact: r.TimelineExact, Every: every,
+		})
+	}
+	page.Title = fmt.Sprintf("%s: %s through %s", replayPageTitle, strings.Join(traces, ", "), strings.Join(allocs, ", "))
+	var buf bytes.Buffer
+	if err := pageTmpl.Execute(&buf, page); err != nil {
+		return err
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+func orDefaults(s string) string {
+	if s == "" {
+		return "(defaults)"
+	}
+	return s
+}
+
+func appendUnique(l []string, s string) []string {
+	for _, x := range l {
+		if x == s {
+			return l
+		}
+	}
+	return append(l, s)
+}
+
+// niceStep returns a 1-2-5 step that divides [0, max] into at most maxTicks.
+func niceStep(max float64) float64 {
+	if max <= 0 {
+		return 1
+	}
+	raw := max / maxTicks
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+		if m*mag >= raw {
+			return m * mag
+		}
+	}
+	return 10 * mag
+}
+
+func fmtTick(v, step float64) string {
+	if step >= 1 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	dec := int(math.Ceil(-math.Log10(step)))
+	if step*math.Pow(10, float64(dec)) != math.Trunc(step*math.Pow(10, float64(dec))) {
+		dec++
+	}
+	return fmt.Sprintf("%.*f", dec, v)
+}
+
+// chartSVG draws reserved, allocated and requested bytes against event index.
+func chartSVG(r replay.Result) string {
+	var b strings.Builder
+	pts := r.Timeline
+	var ymax float64
+	xmax := float64(r.Events)
+	for _, p := range pts {
+		ymax = math.Max(ymax, float64(max(p.Reserved, p.Allocated, p.Requested))/gibF)
+	}
+	ymax = math.Max(ymax, float64(r.PeakReserved)/gibF)
+	if ymax <= 0 {
+		ymax = 1
+	}
+	ystep := niceStep(ymax)
+	ytop := math.Ceil(ymax/ystep) * ystep
+	if xmax <= 0 {
+		xmax = 1
+	}
+	xstep := niceStep(xmax)
+	xtop := math.Ceil(xmax/xstep) * xstep
+	px := func(e float64) float64 { return padL + e/xtop*plotW }
+	py := func(g float64) float64 { return padT + plotH - g/ytop*plotH }
+
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="memory timeline">`, chartW, chartH, chartW, chartH)
+	// Grid and y ticks (GiB).
+	for v := 0.0; v <= ytop+ystep/2; v += ystep {
+		y := py(v)
+		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s"/>`, padL, y, padL+plotW, y, colGrid)
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`, padL-8, y, fmtTick(v, ystep))
+	}
+	// x ticks (event index).
+	for v := 0.0; v <= xtop+xstep/2; v += xstep {
+		x := px(v)
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#868e96"/>`, x, padT+plotH, x, padT+plotH+5)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`, x, padT+plotH+19, fmtTick(v, xstep))
+	}
+	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#868e96"/>`, padL, padT+plotH, padL+plotW, padT+plotH)
+	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#868e96"/>`, padL, padT, padL, padT+plotH)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">event index (allocations and frees in trace order)</text>`, padL+plotW/2, chartH-8)
+	fmt.Fprintf(&b, `<text transform="translate(18 %d) rotate(-90)" text-anchor="middle">GiB</text>`, padT+plotH/2)
+
+	line := func(get func(replay.Point) uint64, color string, width float64, fill bool) {
+		if len(pts) == 0 {
+			return
+		}
+		var d strings.Builder
+		for i, p := range pts {
+			cmd := "L"
+			if i == 0 {
+				cmd = "M"
+			}
+			fmt.Fprintf(&d, "%s%.1f %.1f", cmd, px(float64(p.Event)), py(float64(get(p))/gibF))
+		}
+		if fill {
+			fmt.Fprintf(&b, `<path d="%sL%.1f %.1fL%.1f %.1fZ" fill="%s" fill-opacity="0.12" stroke="none"/>`,
+				d.String(), px(float64(pts[len(pts)-1].Event)), py(0), px(float64(pts[0].Event)), py(0), color)
+		}
+		fmt.Fprintf(&b, `<path d="%s" fill="none" stroke="%s" stroke-width="%.1f" stroke-linejoin="round"/>`, d.String(), color, width)
+	}
+	line(func(p replay.Point) uint64 { return p.Reserved }, colReserved, 2, true)
+	line(func(p replay.Point) uint64 { return p.Allocated }, colAlloc, 1.5, false)
+	line(func(p replay.Point) uint64 { return p.Requested }, colRequested, 1.2, false)
+
+	// Mark the peak reserved and the floor.
+	yPeak := py(float64(r.PeakReserved) / gibF)
+	fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-dasharray="4 4"/>`, padL, yPeak, padL+plotW, yPeak, colReserved)
+	fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" style="fill:%s">peak reserved %.2f GiB</text>`, padL+plotW-4, yPeak-5, colReserved, float64(r.PeakReserved)/gibF)
+	yFloor := py(float64(r.PeakRequested) / gibF)
+	fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-dasharray="2 4"/>`, padL, yFloor, padL+plotW, yFloor, colRequested)
+	ty := yFloor + 14
+	if math.Abs(yFloor-yPeak) > 18 {
+		ty = yFloor - 5
+	}
+	fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="start" style="fill:%s">floor %.2f GiB</text>`, padL+6, ty, colRequested, float64(r.PeakRequested)/gibF)
+	b.WriteString(`</svg>`)
+	return b.String()
+}

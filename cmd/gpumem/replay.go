@@ -1,0 +1,228 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/config"
+	"github.com/gpumem/gpumem/internal/demotrace"
+	"github.com/gpumem/gpumem/replay"
+	"github.com/gpumem/gpumem/trace"
+)
+
+const replayUsage = `usage: gpumem replay [--backend cuda|hip|sim|auto] [--allocator NAME] [--conf CONF]
+                     [--sim-capacity BYTES] [--sim-devices N] [--html FILE] [--json] [TRACE...]
+`
+
+// demoTracePath is the bundled demo trace, relative to the repository root.
+var demoTracePath = filepath.Join("testdata", "demo.trace.gz")
+
+func cmdReplay(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("replay", replayUsage, stderr)
+	backend := fs.String("backend", "", "backend: cuda, hip, sim or auto: a GPU if one opens, else the simulator (default: GPUMEM_BACKEND, else auto)")
+	allocator := fs.String("allocator", "", "allocator to replay through (default: the conf's backend key, else every one linked in)")
+	confFlag := fs.String("conf", "", "allocator configuration in GPUMEM_ALLOC_CONF syntax (default: $GPUMEM_ALLOC_CONF)")
+	simCap := bytesFlag{n: defaultSimCapacity}
+	fs.Var(&simCap, "sim-capacity", "memory of each simulated device: bytes or with a unit, e.g. 80GiB (default 140GiB)")
+	simDevices := fs.Int("sim-devices", 1, "number of simulated devices")
+	htmlOut := fs.String("html", "", "write a self-contained page with the memory timeline to `FILE`")
+	asJSON := fs.Bool("json", false, "print one JSON object per trace and allocator, one a line")
+	files, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, errHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if err := checkBackendName(*backend); err != nil {
+		return fail(stderr, replayUsage, err)
+	}
+	if *simDevices < 1 || *simDevices > 64 {
+		return fail(stderr, replayUsage, usagef("--sim-devices must be 1..64 (got %d)", *simDevices))
+	}
+	if simCap.n == 0 {
+		return fail(stderr, replayUsage, usagef("--sim-capacity must be above 0"))
+	}
+
+	// The configuration: --conf, else the environment.
+	var conf config.Conf
+	fromFlag := false
+	if isSet(fs, "conf") {
+		fromFlag = true
+		conf, err = config.Parse(*confFlag)
+	} else {
+		conf, err = config.FromEnv()
+	}
+	if err != nil {
+		src := "GPUMEM_ALLOC_CONF"
+		if fromFlag {
+			src = "--conf"
+		}
+		return fail(stderr, replayUsage, usagef("%s: %v", src, trimPrefix(err)))
+	}
+
+	// Which allocators.
+	names := replay.Allocators()
+	switch {
+	case *allocator != "":
+		names = []string{*allocator}
+	case conf.Backend != "":
+		names = []string{conf.Backend}
+	}
+	if len(names) == 0 {
+		return fail(stderr, replayUsage, fmt.Errorf("gpumem: no allocator is linked into this build"))
+	}
+	for _, n := range names {
+		if !contains(replay.Allocators(), n) {
+			return fail(stderr, replayUsage, usagef("unknown allocator %q (available: %v)", n, replay.Allocators()))
+		}
+	}
+
+	// The traces, read before any device is touched.
+	traces, err := loadTraces(files, stderr)
+	if err != nil {
+		return fail(stderr, replayUsage, err)
+	}
+
+	b, err := openReplayBackend(*backend, *simDevices, simCap.n, stderr)
+	if err != nil {
+		return fail(stderr, replayUsage, err)
+	}
+	defer b.Close()
+
+	var results []replay.Result
+	failed := false
+	for _, tr := range traces {
+		for _, name := range names {
+			a, err := replay.NewAllocator(name, b, conf)
+			if err != nil {
+				fmt.Fprintf(stderr, "gpumem: %s: %v\n", tr.Name, trimPrefix(err))
+				failed = true
+				continue
+			}
+			res, err := replay.Run(b, tr, a, replay.Options{Allocator: name, Conf: conf.String()})
+			if err != nil {
+				fmt.Fprintf(stderr, "gpumem: %s through %s: %v\n", tr.Name, name, trimPrefix(err))
+				failed = true
+				continue
+			}
+			results = append(results, res)
+			if *asJSON {
+				line, _ := json.Marshal(res)
+				fmt.Fprintf(stdout, "%s\n", line)
+			}
+		}
+	}
+	if !*asJSON {
+		printResults(stdout, results)
+	}
+	if *htmlOut != "" && len(results) > 0 {
+		if err := writeHTML(*htmlOut, results); err != nil {
+			fmt.Fprintf(stderr, "gpumem: --html: %v\n", err)
+			return exitFail
+		}
+		fmt.Fprintf(stderr, "gpumem: wrote %s\n", *htmlOut)
+	}
+	if failed {
+		return exitFail
+	}
+	return exitOK
+}
+
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// loadTraces reads the named traces, or the bundled demo trace when none is
+// named (the file in the repository when run from its root, else the same
+// trace generated in memory).
+func loadTraces(files []string, stderr io.Writer) ([]*trace.Trace, error) {
+	if len(files) == 0 {
+		if tr, err := trace.ReadFile(demoTracePath); err == nil {
+			fmt.Fprintf(stderr, "gpumem: no trace given: replaying the bundled demo trace %s (synthetic: a model of a training loop)\n", demoTracePath)
+			return []*trace.Trace{tr}, nil
+		}
+		fmt.Fprintln(stderr, "gpumem: no trace given: replaying the built-in demo trace (synthetic: a model of a training loop)")
+		return []*trace.Trace{demotrace.Generate(demotrace.Default)}, nil
+	}
+	var out []*trace.Trace
+	for _, f := range files {
+		tr, err := trace.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tr)
+	}
+	return out, nil
+}
+
+// openReplayBackend opens the backend; with auto, a real GPU if one opens,
+// else the simulator, saying so on stderr.
+func openReplayBackend(name string, simDevices int, simCap uint64, stderr io.Writer) (gpumem.Backend, error) {
+	if name == "" {
+		name = os.Getenv("GPUMEM_BACKEND")
+	}
+	if name == "" || name == "auto" {
+		b, err := gpumem.Open(gpumem.Options{Backend: "auto"})
+		if err == nil {
+			return b, nil
+		}
+		sb, serr := openSimulator(simDevices, simCap)
+		if serr != nil {
+			return nil, fmt.Errorf("%w; and the simulator: %w", err, serr)
+		}
+		fmt.Fprintf(stderr, "gpumem: no GPU opened (%v)\ngpumem: replaying on the SIMULATED device instead (backend sim, %d x %s); figures are not from a GPU\n",
+			trimPrefix(err), simDevices, gpumem.FormatBytes(simCap))
+		return sb, nil
+	}
+	b, err := openBackend(name, "", simDevices, simCap)
+	if err != nil {
+		return nil, err
+	}
+	if b.Name() == "sim" {
+		fmt.Fprintf(stderr, "gpumem: replaying on the SIMULATED device (backend sim, %d x %s)\n", simDevices, gpumem.FormatBytes(simCap))
+	}
+	return b, nil
+}
+
+func printResults(w io.Writer, results []replay.Result) {
+	if len(results) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "trace\tallocator\tbackend\tpairs\tfloor\tpeak reserved\toverhead\tdevice allocs\tOOMs\tns/pair\tconf\t")
+	for _, r := range results {
+		conf := r.Conf
+		if conf == "" {
+			conf = "(defaults)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%.3f\t%d\t%d\t%.0f\t%s\t\n", r.Trace, r.Allocator, r.Backend, r.Pairs,
+			gib(r.PeakRequested), gib(r.PeakReserved), r.Overhead, r.DeviceAllocs, r.OOMs, r.NsPerPair, conf)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nfloor: peak of live requested bytes; overhead: peak reserved / floor; ns/pair: host time per allocation+free")
+}
+
+func gib(n uint64) string { return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30)) }

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpumem/gpumem"
+)
+
+func writeTrace(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const tinyTrace = "a 1 1000 0\na 2 3000 1\nf 1 0\na 3 500 0\nf 2 0\n"
+
+func decodeLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var res []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		res = append(res, m)
+	}
+	return res
+}
+
+func TestReplayJSON(t *testing.T) {
+	g := newFakeGPU(1, 1<<40)
+	withFake(t, g)
+	a := writeTrace(t, "a.trace", tinyTrace)
+	b := writeTrace(t, "b.trace", "a 7 100 0\n")
+	code, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", a, "--json", b, "--sim-capacity", "80GiB")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	if g.askedCapacity != 80<<30 || g.askedDevices != 1 {
+		t.Errorf("simulator asked for %d devices of %d bytes", g.askedDevices, g.askedCapacity)
+	}
+	if !strings.Contains(e, "SIMULATED") {
+		t.Errorf("no simulator notice on stderr: %q", e)
+	}
+	lines := decodeLines(t, o)
+	if len(lines) != 2 {
+		t.Fatalf("%d lines: %s", len(lines), o)
+	}
+	for _, k := range []string{"trace", "allocator", "backend", "conf", "pairs", "peak_requested", "peak_reserved",
+		"device_allocs", "device_frees", "ooms", "alloc_retries", "ns_per_pair", "overhead", "cross_stream_reuses"} {
+		if _, ok := lines[0][k]; !ok {
+			t.Errorf("no %q in %v", k, lines[0])
+		}
+	}
+	l := lines[0]
+	if l["trace"] != "a" || l["allocator"] != "test-pass" || l["backend"] != "sim" || l["pairs"] != float64(3) ||
+		l["peak_requested"] != float64(4000) || l["peak_reserved"] != float64(4000) || l["device_allocs"] != float64(3) {
+		t.Errorf("result %v", l)
+	}
+	if lines[1]["trace"] != "b" || lines[1]["pairs"] != float64(1) {
+		t.Errorf("second result %v", lines[1])
+	}
+	if !g.closed {
+		t.Error("backend not closed")
+	}
+}
+
+func TestReplayTable(t *testing.T) {
+	withFake(t, newFakeGPU(1, 1<<40))
+	p := writeTrace(t, "x.trace", tinyTrace)
+	code, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", p)
+	if code != exitOK || !strings.Contains(o, "peak reserved") || !strings.Contains(o, "test-pass") || !strings.Contains(o, "1.000") {
+		t.Fatalf("exit %d, out %q, err %q", code, o, e)
+	}
+}
+
+func TestReplayAutoFallsBackToSim(t *testing.T) {
+	if b, err := gpumem.Open(gpumem.Options{Backend: "auto"}); err == nil {
+		b.Close()
+		t.Skip("a GPU is present: auto does not fall back")
+	}
+	t.Setenv("GPUMEM_BACKEND", "")
+	withFake(t, newFakeGPU(1, 1<<40))
+	p := writeTrace(t, "x.trace", tinyTrace)
+	code, o, e := runCmd(t, "replay", "--allocator", "test-pass", "--json", p)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	if !strings.Contains(e, "no GPU opened") || !strings.Contains(e, "SIMULATED") {
+		t.Errorf("fallback not announced: %q", e)
+	}
+	if l := decodeLines(t, o); len(l) != 1 || l[0]["backend"] != "sim" {
+		t.Errorf("output %s", o)
+	}
+}
+
+func TestReplayConf(t *testing.T) {
+	withFake(t, newFakeGPU(1, 1<<40))
+	p := writeTrace(t, "x.trace", tinyTrace)
+	code, o, _ := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--conf", " max_split_size_mb : 64 ", "--json", p)
+	if l := decodeLines(t, o); code != exitOK || len(l) != 1 || l[0]["conf"] != "max_split_size_mb:64" {
+		t.Fatalf("exit %d, output %s", code, o)
+	}
+	// --conf overrides the environment.
+	t.Setenv("GPUMEM_ALLOC_CONF", "bogus:1")
+	if code, _, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--conf", "", p); code != exitOK {
+		t.Fatalf("--conf did not override a bad environment: %d %s", code, e)
+	}
+	code, _, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", p)
+	if code != exitUsage || !strings.Contains(e, "GPUMEM_ALLOC_CONF") || !strings.Contains(e, "bogus") {
+		t.Fatalf("bad environment: exit %d %q", code, e)
+	}
+	t.Setenv("GPUMEM_ALLOC_CONF", "")
+	code, _, e = runCmd(t, "replay", "--backend", "sim", "--conf", "max_split_size_mb:5", p)
+	if code != exitUsage || !strings.Contains(e, "max_split_size_mb") || !strings.Contains(e, "5") {
+		t.Fatalf("bad --conf: exit %d %q", code, e)
+	}
+	// The conf's backend key picks the allocator; an unknown one is refused.
+	code, _, e = runCmd(t, "replay", "--backend", "sim", "--conf", "backend:managed", "--allocator", "nope", p)
+	if code != exitUsage || !strings.Contains(e, `unknown allocator "nope"`) {
+		t.Fatalf("unknown allocator: exit %d %q", code, e)
+	}
+}
+
+func TestReplayBadTraces(t *testing.T) {
+	withFake(t, newFakeGPU(1, 1<<40))
+	missing := filepath.Join(t.TempDir(), "missing.trace")
+	code, _, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", missing)
+	if code != exitFail || !strings.Contains(e, "missing.trace") {
+		t.Errorf("missing trace: exit %d %q", code, e)
+	}
+	bad := writeTrace(t, "bad.trace", "a 1 10 0\nf 2 0\n")
+	code, _, e = runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", bad)
+	if code != exitFail || !strings.Contains(e, "line 2") || !strings.Contains(e, "unknown ID 2") {
+		t.Errorf("malformed trace: exit %d %q", code, e)
+	}
+}
+
+func TestReplayOOMIsCounted(t *testing.T) {
+	p := writeTrace(t, "big.trace", "a 1 3000 0\na 2 3000 0\nf 1 0\n")
+	withFake(t, newFakeGPU(1, 4000))
+	code, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--json", p)
+	if l := decodeLines(t, o); code != exitOK || len(l) != 1 || l[0]["ooms"] != float64(1) {
+		t.Fatalf("exit %d, %s, %s", code, o, e)
+	}
+}
+
+func TestReplayDemoTrace(t *testing.T) {
+	withFake(t, newFakeGPU(1, 140<<30))
+	// Run from elsewhere: the demo trace is generated in memory.
+	code, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--json")
+	if code != exitOK || !strings.Contains(e, "demo trace") || !strings.Contains(e, "synthetic") {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	gen := decodeLines(t, o)
+	// From the repository root: the bundled file, the same trace.
+	old := demoTracePath
+	demoTracePath = filepath.Join("..", "..", "testdata", "demo.trace.gz")
+	defer func() { demoTracePath = old }()
+	code, o, e = runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--json")
+	if code != exitOK || !strings.Contains(e, "demo.trace.gz") {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	file := decodeLines(t, o)
+	if gen[0]["peak_requested"] != file[0]["peak_requested"] || gen[0]["pairs"] != file[0]["pairs"] || gen[0]["trace"] != "demo" {
+		t.Fatalf("generated %v, file %v", gen[0], file[0])
+	}
+}
+
+func TestReplayHTML(t *testing.T) {
+	withFake(t, newFakeGPU(1, 1<<40))
+	p := writeTrace(t, "page.trace", tinyTrace)
+	out := filepath.Join(t.TempDir(), "timeline.html")
+	code, _, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--conf", "expandable_segments:True", "--html", out, p)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(data)
+	for _, want := range []string{"<svg", "page through test-pass on sim", "expandable_segments:True", "GiB", "event index",
+		"reserved from the device", "allocated", "requested by the trace", "peak reserved", "<table"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	for _, banned := range []string{"<script src", "<link", "https://", "http://cdn"} {
+		if strings.Contains(page, banned) {
+			t.Errorf("page is not self-contained: has %q", banned)
+		}
+	}
+}
