@@ -1,0 +1,186 @@
+package hip
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/vendor"
+)
+
+// TestEnumsAgainstHeaders compiles a small C program against the HIP headers
+// (GPUMEM_TEST_HIP_INCLUDE, provisioned by .ci/vendor-libs.sh) and checks
+// every value and layout the backend uses against what the compiler says.
+func TestEnumsAgainstHeaders(t *testing.T) {
+	inc := os.Getenv("GPUMEM_TEST_HIP_INCLUDE")
+	gcc, gccErr := exec.LookPath("gcc")
+	switch {
+	case inc != "" && gccErr == nil:
+	case os.Getenv("CI") == "true":
+		t.Fatalf("under CI the HIP header check must run: GPUMEM_TEST_HIP_INCLUDE=%q, gcc: %v", inc, gccErr)
+	case inc == "":
+		t.Skip("GPUMEM_TEST_HIP_INCLUDE is not set: run .ci/vendor-libs.sh DIR to extract the HIP headers")
+	default:
+		t.Skip("no gcc to compile the header check: ", gccErr)
+	}
+	want := map[string]int64{}
+	for a, v := range attributes {
+		want[attrHeaderName[a]] = int64(v)
+	}
+	for a, v := range advices {
+		want[adviceHeaderName[a]] = int64(v)
+	}
+	for code, name := range map[int]string{
+		hipErrorInvalidValue: "hipErrorInvalidValue", hipErrorOutOfMemory: "hipErrorOutOfMemory",
+		hipErrorInvalidDevicePointer: "hipErrorInvalidDevicePointer", hipErrorNoDevice: "hipErrorNoDevice",
+		hipErrorInvalidDevice: "hipErrorInvalidDevice", hipErrorInvalidContext: "hipErrorInvalidContext",
+		hipErrorInvalidHandle: "hipErrorInvalidHandle", hipErrorNotFound: "hipErrorNotFound",
+		hipErrorPeerAccessNotEnabled: "hipErrorPeerAccessNotEnabled", hipErrorNotSupported: "hipErrorNotSupported",
+		vendor.StatusNotReady: "hipErrorNotReady", vendor.StatusPeerAlreadyEnabled: "hipErrorPeerAccessAlreadyEnabled",
+		vendor.StatusNotInitialized: "hipErrorNotInitialized", vendor.StatusDeinitialized: "hipErrorDeinitialized",
+	} {
+		want[name] = int64(code)
+	}
+	for name, v := range map[string]int64{
+		"hipMemLocationTypeDevice": vendor.LocationTypeDevice, "hipMemAllocationTypePinned": vendor.AllocationTypePinned,
+		"hipMemAccessFlagsProtNone": vendor.AccessNone, "hipMemAccessFlagsProtRead": vendor.AccessRead,
+		"hipMemAccessFlagsProtReadWrite": vendor.AccessReadWrite, "hipCpuDeviceId": vendor.DeviceCPU,
+		"hipInvalidDeviceId": vendor.DeviceInvalid, "hipMemRangeAttributePreferredLocation": vendor.RangePreferredLocation,
+		"hipMemRangeAttributeLastPrefetchLocation": vendor.RangeLastPrefetch, "hipMemcpyDefault": vendor.MemcpyDefault,
+		"hipHostMallocPortable": vendor.HostAllocPortable, "hipMemAttachGlobal": vendor.MemAttachGlobal,
+		"hipMemAllocationGranularityMinimum": 0, "hipMemAllocationGranularityRecommended": 1,
+		"hipStreamCaptureModeGlobal": int64(gpumem.CaptureModeGlobal), "hipStreamCaptureModeThreadLocal": int64(gpumem.CaptureModeThreadLocal),
+		"hipStreamCaptureModeRelaxed": int64(gpumem.CaptureModeRelaxed), "hipStreamCaptureStatusNone": int64(gpumem.CaptureNone),
+		"hipStreamCaptureStatusActive": int64(gpumem.CaptureActive), "hipStreamCaptureStatusInvalidated": int64(gpumem.CaptureInvalidated),
+		"hipMemPoolReuseFollowEventDependencies": 1, "hipMemPoolReuseAllowOpportunistic": 2,
+		"hipMemPoolReuseAllowInternalDependencies": 3, "hipMemPoolAttrReleaseThreshold": 4,
+		"hipMemPoolAttrReservedMemCurrent": 5, "hipMemPoolAttrReservedMemHigh": 6,
+		"hipMemPoolAttrUsedMemCurrent": 7, "hipMemPoolAttrUsedMemHigh": 8,
+		"hipStreamNonBlocking": int64(gpumem.StreamNonBlocking), "hipEventBlockingSync": int64(gpumem.EventBlockingSync),
+		"hipEventDisableTiming":   int64(gpumem.EventDisableTiming),
+		"sizeof(hipMemPoolProps)": vendor.PoolPropsSize, "offsetof(hipMemPoolProps, location)": 8,
+		"sizeof(hipMemAllocationProp)": vendor.AllocPropSize, "sizeof(hipMemAccessDesc)": vendor.AccessDescSize,
+		"offsetof(hipMemAccessDesc, flags)": 8, "sizeof(hipMemLocation)": 8,
+	} {
+		want[name] = v
+	}
+	// The allocation-property layout the backend writes for this header's
+	// version (5.x: compressionType first; 6+: CUDA-like).
+	if headerVersion(t, inc) < hip6 {
+		for name, v := range map[string]int64{"offsetof(hipMemAllocationProp, location)": 4,
+			"offsetof(hipMemAllocationProp, type)": 16, "offsetof(hipMemAllocationProp, requestedHandleType)": 12} {
+			want[name] = v
+		}
+	} else {
+		for name, v := range map[string]int64{"offsetof(hipMemAllocationProp, location)": 8,
+			"offsetof(hipMemAllocationProp, type)": 0, "offsetof(hipMemAllocationProp, requestedHandleType)": 4,
+			"offsetof(hipMemPoolProps, maxSize)": 24} {
+			want[name] = v
+		}
+	}
+
+	dir := t.TempDir()
+	var src strings.Builder
+	src.WriteString("#define __HIP_PLATFORM_AMD__ 1\n#include <hip/hip_runtime_api.h>\n#include <stdio.h>\n#include <stddef.h>\nint main(void) {\n")
+	for name := range want {
+		src.WriteString("  printf(\"%s %lld\\n\", \"" + strings.ReplaceAll(name, " ", "") + "\", (long long)(" + name + "));\n")
+	}
+	src.WriteString("  return 0;\n}\n")
+	c := filepath.Join(dir, "check.c")
+	if err := os.WriteFile(c, []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "check")
+	if out, err := exec.Command(gcc, "-I", inc, "-o", bin, c).CombinedOutput(); err != nil {
+		t.Fatalf("compiling the header check: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		got[f[0]] = v
+	}
+	for name, w := range want {
+		if g, ok := got[strings.ReplaceAll(name, " ", "")]; !ok || g != w {
+			t.Errorf("%s: header says %d, backend uses %d", name, g, w)
+		}
+	}
+}
+
+func headerVersion(t *testing.T, inc string) int {
+	b, err := os.ReadFile(filepath.Join(inc, "hip", "hip_version.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var major, minor, patch int
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 3 && f[0] == "#define" {
+			n, _ := strconv.Atoi(f[2])
+			switch f[1] {
+			case "HIP_VERSION_MAJOR":
+				major = n
+			case "HIP_VERSION_MINOR":
+				minor = n
+			case "HIP_VERSION_PATCH":
+				patch = n
+			}
+		}
+	}
+	return major*10000000 + minor*100000 + patch
+}
+
+var attrHeaderName = map[gpumem.Attribute]string{
+	gpumem.AttrComputeCapabilityMajor:  "hipDeviceAttributeComputeCapabilityMajor",
+	gpumem.AttrComputeCapabilityMinor:  "hipDeviceAttributeComputeCapabilityMinor",
+	gpumem.AttrMultiprocessorCount:     "hipDeviceAttributeMultiprocessorCount",
+	gpumem.AttrUnifiedAddressing:       "hipDeviceAttributeUnifiedAddressing",
+	gpumem.AttrManagedMemory:           "hipDeviceAttributeManagedMemory",
+	gpumem.AttrConcurrentManagedAccess: "hipDeviceAttributeConcurrentManagedAccess",
+	gpumem.AttrPageableMemoryAccess:    "hipDeviceAttributePageableMemoryAccess",
+	gpumem.AttrCanMapHostMemory:        "hipDeviceAttributeCanMapHostMemory",
+	gpumem.AttrMemoryPoolsSupported:    "hipDeviceAttributeMemoryPoolsSupported",
+	gpumem.AttrIntegrated:              "hipDeviceAttributeIntegrated",
+	gpumem.AttrPCIBusID:                "hipDeviceAttributePciBusId",
+	gpumem.AttrPCIDeviceID:             "hipDeviceAttributePciDeviceId",
+	gpumem.AttrClockRateKHz:            "hipDeviceAttributeClockRate",
+	gpumem.AttrMemoryClockRateKHz:      "hipDeviceAttributeMemoryClockRate",
+	gpumem.AttrGlobalMemoryBusWidth:    "hipDeviceAttributeMemoryBusWidth",
+	gpumem.AttrL2CacheSize:             "hipDeviceAttributeL2CacheSize",
+}
+
+var adviceHeaderName = map[gpumem.Advice]string{
+	gpumem.AdviseSetReadMostly:          "hipMemAdviseSetReadMostly",
+	gpumem.AdviseUnsetReadMostly:        "hipMemAdviseUnsetReadMostly",
+	gpumem.AdviseSetPreferredLocation:   "hipMemAdviseSetPreferredLocation",
+	gpumem.AdviseUnsetPreferredLocation: "hipMemAdviseUnsetPreferredLocation",
+	gpumem.AdviseSetAccessedBy:          "hipMemAdviseSetAccessedBy",
+	gpumem.AdviseUnsetAccessedBy:        "hipMemAdviseUnsetAccessedBy",
+	gpumem.AdviseSetCoarseGrain:         "hipMemAdviseSetCoarseGrain",
+	gpumem.AdviseUnsetCoarseGrain:       "hipMemAdviseUnsetCoarseGrain",
+}
+
+func TestSentinels(t *testing.T) {
+	for code, want := range map[int]error{2: gpumem.ErrOutOfMemory, 100: gpumem.ErrNoDevice, 801: gpumem.ErrNotSupported,
+		1: gpumem.ErrInvalidValue, 400: gpumem.ErrInvalidValue, 101: gpumem.ErrInvalidValue, 999: nil} {
+		if got := sentinel(code); got != want {
+			t.Errorf("sentinel(%d) = %v, want %v", code, got, want)
+		}
+	}
+	if _, ok := attribute(gpumem.AttrVirtualMemoryManagement); ok {
+		t.Error("HIP 5.2 has no virtual-memory-management attribute; the backend must say not supported")
+	}
+	if len(attributes) != len(attrHeaderName) || len(advices) != len(adviceHeaderName) {
+		t.Error("header-name tables do not cover the translation tables")
+	}
+}
