@@ -1,0 +1,192 @@
+package tests
+
+// The GPU tier: runs whenever a device is present, skips saying why otherwise.
+
+import (
+	"bytes"
+	"testing"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/driver"
+	"github.com/gpumem/gpumem/hip"
+	"github.com/gpumem/gpumem/internal/ccall"
+	"github.com/gpumem/gpumem/internal/symtab"
+	"github.com/gpumem/gpumem/internal/vendor"
+)
+
+func openGPU(t testing.TB, name string) gpumem.Backend {
+	t.Helper()
+	var (
+		b   gpumem.Backend
+		err error
+	)
+	switch name {
+	case "cuda":
+		b, err = driver.Open("")
+	case "hip":
+		b, err = hip.Open("")
+	}
+	if err != nil {
+		t.Skipf("no %s device here: %v", name, err)
+	}
+	return b
+}
+
+func TestGPUCUDABasics(t *testing.T) { gpuBasics(t, openGPU(t, "cuda")) }
+func TestGPUHIPBasics(t *testing.T)  { gpuBasics(t, openGPU(t, "hip")) }
+
+func gpuBasics(t *testing.T, b gpumem.Backend) {
+	defer b.Close()
+	v, err := b.Version()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, err := b.DeviceName(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, total, err := b.MemInfo(0)
+	if err != nil || total == 0 || free > total {
+		t.Fatalf("MemInfo: %d/%d %v", free, total, err)
+	}
+	t.Logf("%s %s, version %+v, %s free of %s", b.Name(), name, v, gpumem.FormatBytes(free), gpumem.FormatBytes(total))
+	for _, a := range gpumem.Attributes() {
+		if x, err := b.DeviceAttribute(0, a); err == nil {
+			t.Logf("  %s = %d", a, x)
+		}
+	}
+	p, err := b.Malloc(0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7}, 1<<20/7)
+	if err := b.CopyToDevice(p, src); err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]byte, len(src))
+	if err := b.CopyFromDevice(dst, p); err != nil || !bytes.Equal(src, dst) {
+		t.Fatalf("round trip through device memory: %v, equal %v", err, bytes.Equal(src, dst))
+	}
+	if err := b.Free(0, p); err != nil {
+		t.Fatal(err)
+	}
+	s, err := b.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := b.DefaultMemPool(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := b.MallocFromPoolAsync(4096, pool, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.MemsetAsync(q, 0xab, 4096, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.StreamSynchronize(s); err != nil {
+		t.Fatal(err)
+	}
+	small := make([]byte, 4096)
+	if err := b.CopyFromDevice(small, q); err != nil || small[4095] != 0xab {
+		t.Fatalf("memset then copy: %v %#x", err, small[4095])
+	}
+	if err := b.FreeAsync(q, s); err != nil {
+		t.Fatal(err)
+	}
+	m, err := b.MallocManaged(0, 1<<20)
+	if err == nil {
+		if err := b.Advise(m, 1<<20, gpumem.AdviseSetPreferredLocation, gpumem.DeviceLocation(0)); err != nil {
+			t.Errorf("Advise: %v", err)
+		}
+		if err := b.Prefetch(m, 1<<20, gpumem.DeviceLocation(0), s); err != nil {
+			t.Errorf("Prefetch: %v", err)
+		}
+		if err := b.StreamSynchronize(s); err != nil {
+			t.Fatal(err)
+		}
+		if loc, err := b.RangeLocation(m, 1<<20, gpumem.RangeLastPrefetchLocation); err != nil || loc != gpumem.DeviceLocation(0) {
+			t.Errorf("last prefetch location %v %v", loc, err)
+		}
+		if err := b.Free(0, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g, err := b.MemGranularity(0, false); err == nil {
+		t.Logf("VMM granularity %s", gpumem.FormatBytes(g))
+	}
+	done := make(chan struct{})
+	if err := b.LaunchHostFunc(s, func() { close(done) }); err == nil {
+		if err := b.StreamSynchronize(s); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+	}
+	if err := b.StreamDestroy(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var gpuCtxOut uintptr
+
+// BenchmarkGPUCtxGetCurrent measures cuCtxGetCurrent through the backend's
+// call path (device context made current in the same transition), through
+// ccall alone and through purego.SyscallN; compare with drvbench's loop_ns.
+func BenchmarkGPUCtxGetCurrent(b *testing.B) {
+	be := openGPU(b, "cuda")
+	defer be.Close()
+	vb := be.(*vendor.Backend)
+	fn := vb.Fn(symtab.GetCurrent)
+	p := uintptr(unsafe.Pointer(&gpuCtxOut))
+	b.Run("backend(set+get)", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := vb.CallCurrent(0, symtab.GetCurrent, p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ccall", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			ccall.Call1(fn, p)
+		}
+	})
+	b.Run("purego.SyscallN", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			purego.SyscallN(fn, p)
+		}
+	})
+}
+
+// BenchmarkGPUPoolAllocFree is cuMemAllocFromPoolAsync+cuMemFreeAsync (1 MiB)
+// through the backend; compare with drvbench's pool loop_ns.
+func BenchmarkGPUPoolAllocFree(b *testing.B) {
+	be := openGPU(b, "cuda")
+	defer be.Close()
+	s, err := be.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool, _ := be.DefaultMemPool(0)
+	if err := be.MemPoolSetAttribute(pool, gpumem.PoolReleaseThreshold, ^uint64(0)); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := be.MallocFromPoolAsync(1<<20, pool, s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := be.FreeAsync(p, s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	be.StreamSynchronize(s)
+	be.StreamDestroy(s)
+}
