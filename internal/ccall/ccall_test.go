@@ -382,6 +382,111 @@ func BenchmarkCallPre6(b *testing.B) {
 	sink = sum
 }
 
+// cudaFns holds CUDA driver functions for the benchmarks that time the call
+// the project's CUDA anchor times from C.
+type cudaFns struct {
+	getCurrent, setCurrent uintptr
+	ctx                    uintptr // the primary context of device 0
+}
+
+// openCUDA loads the driver, initialises it and retains device 0's primary
+// context, or skips where there is no driver or no device.
+func openCUDA(b *testing.B) cudaFns {
+	lib, err := dl.Open(dl.CUDACandidates...)
+	if err != nil {
+		b.Skip("no CUDA driver:", err)
+	}
+	b.Cleanup(func() { lib.Close() })
+	sym := func(name string) uintptr {
+		p, err := lib.Sym(name)
+		if err != nil {
+			b.Skip(err)
+		}
+		return p
+	}
+	var f cudaFns
+	cuInit, deviceGet, retain := sym("cuInit"), sym("cuDeviceGet"), sym("cuDevicePrimaryCtxRetain")
+	release := sym("cuDevicePrimaryCtxRelease_v2")
+	f.getCurrent, f.setCurrent = sym("cuCtxGetCurrent"), sym("cuCtxSetCurrent")
+	if r := int32(Call1(cuInit, 0)); r != 0 {
+		b.Skipf("cuInit = %d", r)
+	}
+	out := new([2]uintptr)
+	if r := int32(Call2(deviceGet, uintptr(unsafe.Pointer(&out[0])), 0)); r != 0 {
+		b.Skipf("cuDeviceGet = %d", r)
+	}
+	dev := out[0]
+	if r := int32(Call2(retain, uintptr(unsafe.Pointer(&out[1])), dev)); r != 0 {
+		b.Skipf("cuDevicePrimaryCtxRetain = %d", r)
+	}
+	f.ctx = out[1]
+	b.Cleanup(func() { Call1(release, dev) })
+	return f
+}
+
+// BenchmarkCuCtxGetCurrent times cuCtxGetCurrent with a context current,
+// as anchors/drvbench.c does in C.
+func BenchmarkCuCtxGetCurrent(b *testing.B) {
+	f := openCUDA(b)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if r := int32(Call1(f.setCurrent, f.ctx)); r != 0 {
+		b.Fatalf("cuCtxSetCurrent = %d", r)
+	}
+	ctx := new(uintptr)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if int32(Call1(f.getCurrent, uintptr(unsafe.Pointer(ctx)))) != 0 {
+			b.Fatal("cuCtxGetCurrent failed")
+		}
+	}
+	b.StopTimer()
+	if *ctx != f.ctx {
+		b.Fatalf("cuCtxGetCurrent gave %#x, want %#x", *ctx, f.ctx)
+	}
+}
+
+func BenchmarkCuCtxGetCurrentSyscallN(b *testing.B) {
+	f := openCUDA(b)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if r, _, _ := purego.SyscallN(f.setCurrent, f.ctx); int32(r) != 0 {
+		b.Fatalf("cuCtxSetCurrent = %d", int32(r))
+	}
+	ctx := new(uintptr)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if r, _, _ := purego.SyscallN(f.getCurrent, uintptr(unsafe.Pointer(ctx))); int32(r) != 0 {
+			b.Fatal("cuCtxGetCurrent failed")
+		}
+	}
+	b.StopTimer()
+	if *ctx != f.ctx {
+		b.Fatalf("cuCtxGetCurrent gave %#x, want %#x", *ctx, f.ctx)
+	}
+}
+
+// BenchmarkCuCtxGetCurrentPre times the backends' pattern: make the context
+// current on whatever thread runs the call, then call, in one transition
+// and without locking the goroutine to a thread.
+func BenchmarkCuCtxGetCurrentPre(b *testing.B) {
+	f := openCUDA(b)
+	ctx := new(uintptr)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if r, failed := CallPre6(f.setCurrent, f.ctx, f.getCurrent, uintptr(unsafe.Pointer(ctx)), 0, 0, 0, 0, 0); failed || int32(r) != 0 {
+			b.Fatal("cuCtxSetCurrent+cuCtxGetCurrent failed")
+		}
+	}
+	b.StopTimer()
+	if *ctx != f.ctx {
+		b.Fatalf("cuCtxGetCurrent gave %#x, want %#x", *ctx, f.ctx)
+	}
+}
+
 func BenchmarkGoBaseline(b *testing.B) {
 	b.ReportAllocs()
 	var sum int64
