@@ -245,7 +245,7 @@ func (m *Manager) allocDevice(size uint64, cs gpumem.Stream) (gpumem.Ptr, error)
 		if attempt >= maxOOMRetries {
 			return 0, fmt.Errorf("deferrable: allocate %s: still out of memory after %d spills: %w", gpumem.FormatBytes(size), attempt, err)
 		}
-		freed, serr := m.spillDevice(size)
+		freed, serr := m.spillDevice(m.shortfall(size, attempt))
 		if freed == 0 {
 			if serr != nil {
 				return 0, fmt.Errorf("deferrable: allocate %s: spilling failed (%v): %w", gpumem.FormatBytes(size), serr, err)
@@ -258,10 +258,22 @@ func (m *Manager) allocDevice(size uint64, cs gpumem.Stream) (gpumem.Ptr, error)
 	}
 }
 
+// shortfall is how much to spill for an allocation of size that failed: at
+// first what the device lacks, then (fragmentation, caches) the whole size.
+func (m *Manager) shortfall(size uint64, attempt int) uint64 {
+	if attempt == 0 {
+		if free, _, err := m.b.MemInfo(m.dev); err == nil && free < size {
+			return size - free
+		}
+	}
+	return size
+}
+
 // OOMHandler returns a handler to give other allocators (SetOOMHandler): on
 // out-of-memory on the manager's device it spills at least the requested
-// bytes of unlocked buffers, as far as there are any, and asks for a retry
-// when it spilled something.
+// bytes of unlocked buffers (on the first attempt, only what the device
+// lacks), as far as there are any, and asks for a retry when it spilled
+// something.
 func (m *Manager) OOMHandler() gpumem.OOMHandler {
 	return func(dev int, requested uint64, attempt int) bool {
 		if dev != m.dev {
@@ -270,7 +282,7 @@ func (m *Manager) OOMHandler() gpumem.OOMHandler {
 		if requested == 0 {
 			requested = 1
 		}
-		freed, _ := m.spillDevice(requested)
+		freed, _ := m.spillDevice(m.shortfall(requested, attempt))
 		m.mu.Lock()
 		m.st.OOMHandlerCalls++
 		m.st.OOMSpilledBytes += freed
