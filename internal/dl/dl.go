@@ -163,6 +163,41 @@ func (l *Library) Sym(name string) (uintptr, error) {
 	return addr, nil
 }
 
+// SymFirst returns the first of names that the library exports, and which
+// one it was: the way to prefer a versioned symbol (cuMemAdvise_v2) and fall
+// back to an older one (cuMemAdvise). When none resolves, the error is the
+// *SymbolError of the first name, with the others' messages appended, and
+// matches gpumem.ErrNotSupported.
+func (l *Library) SymFirst(names ...string) (addr uintptr, name string, err error) {
+	var first *SymbolError
+	var msgs []string
+	for _, n := range names {
+		addr, err := l.Sym(n)
+		if err == nil {
+			return addr, n, nil
+		}
+		se, ok := err.(*SymbolError)
+		if !ok {
+			return 0, "", err // closed
+		}
+		if first == nil {
+			first = se
+		}
+		msgs = append(msgs, se.Message)
+	}
+	if first == nil {
+		return 0, "", &SymbolError{Library: l.pathOrEmpty(), Message: "no symbol names given"}
+	}
+	return 0, "", &SymbolError{Library: first.Library, Symbol: first.Symbol, Message: strings.Join(msgs, "; ")}
+}
+
+func (l *Library) pathOrEmpty() string {
+	if l == nil {
+		return ""
+	}
+	return l.Path
+}
+
 func dlsym(h uintptr, name string) (addr uintptr, msg string) {
 	defer func() {
 		if r := recover(); r != nil {

@@ -2,6 +2,7 @@ package dl
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -177,5 +178,52 @@ func TestCandidates(t *testing.T) {
 	}
 	if len(HIPCandidates) == 0 || HIPCandidates[0] != "libamdhip64.so" {
 		t.Errorf("HIPCandidates = %v", HIPCandidates)
+	}
+}
+
+func TestSymFirst(t *testing.T) {
+	lib, err := Open(libc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lib.Close()
+	want, err := lib.Sym("memcpy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, name, err := lib.SymFirst("memcpy_gpumem_v9", "memcpy", "memmove")
+	if err != nil || name != "memcpy" || addr != want {
+		t.Fatalf("SymFirst = %#x, %q, %v; want %#x, memcpy", addr, name, err, want)
+	}
+	_, _, err = lib.SymFirst("gpumem_none_v2", "gpumem_none")
+	var se *SymbolError
+	if !errors.As(err, &se) || se.Symbol != "gpumem_none_v2" || !errors.Is(err, gpumem.ErrNotSupported) {
+		t.Fatalf("SymFirst of missing names: %#v", err)
+	}
+	if !strings.Contains(err.Error(), "gpumem_none_v2") || !strings.Contains(err.Error(), "undefined symbol: gpumem_none;") && !strings.HasSuffix(err.Error(), "gpumem_none") {
+		t.Errorf("error %q does not carry each name's message", err)
+	}
+	if _, _, err := lib.SymFirst(); !errors.Is(err, gpumem.ErrNotSupported) {
+		t.Errorf("SymFirst(): %v", err)
+	}
+	lib.Close()
+	if _, _, err := lib.SymFirst("memcpy"); !errors.Is(err, gpumem.ErrClosed) {
+		t.Errorf("SymFirst after Close: %v", err)
+	}
+}
+
+func TestOpenNotALibrary(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "libnotelf.so")
+	if err := os.WriteFile(path, []byte("this is not an ELF file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(path)
+	var le *LoadError
+	if !errors.As(err, &le) || len(le.Tried) != 1 {
+		t.Fatalf("Open of a non-library: %v", err)
+	}
+	// glibc says why: "invalid ELF header" or "file too short".
+	if m := le.Tried[0].Message; !strings.Contains(m, "ELF") && !strings.Contains(m, "too short") {
+		t.Errorf("message %q is not the loader's reason", m)
 	}
 }
