@@ -168,7 +168,7 @@ func chartSVG(r replay.Result) string {
 		xmax = 1
 	}
 	xstep := niceStep(xmax)
-	xtop := math.Ceil(xmax/xstep) * xstep
+	xtop := xmax // the axis ends at the last event
 	px := func(e float64) float64 { return padL + e/xtop*plotW }
 	py := func(g float64) float64 { return padT + plotH - g/ytop*plotH }
 
@@ -180,7 +180,7 @@ func chartSVG(r replay.Result) string {
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`, padL-8, y, fmtTick(v, ystep))
 	}
 	// x ticks (event index).
-	for v := 0.0; v <= xtop+xstep/2; v += xstep {
+	for v := 0.0; v <= xtop+xstep*1e-9; v += xstep {
 		x := px(v)
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#868e96"/>`, x, padT+plotH, x, padT+plotH+5)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`, x, padT+plotH+19, fmtTick(v, xstep))

@@ -68,8 +68,10 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, replayUsage, usagef("%s: %v", src, trimPrefix(err)))
 	}
 
-	// Which allocators.
+	// Which allocators: --allocator, else the conf's backend key, else every
+	// one linked in (skipping those the conf does not apply to).
 	names := replay.Allocators()
+	every := *allocator == "" && conf.Backend == ""
 	switch {
 	case *allocator != "":
 		names = []string{*allocator}
@@ -103,6 +105,10 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 		for _, name := range names {
 			a, err := replay.NewAllocator(name, b, conf)
 			if err != nil {
+				if every && len(names) > 1 && errors.Is(err, gpumem.ErrInvalidValue) {
+					fmt.Fprintf(stderr, "gpumem: skipping %s, which the configuration does not apply to: %v\n", name, trimPrefix(err))
+					continue
+				}
 				fmt.Fprintf(stderr, "gpumem: %s: %v\n", tr.Name, trimPrefix(err))
 				failed = true
 				continue
@@ -130,7 +136,10 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "gpumem: wrote %s\n", *htmlOut)
 	}
-	if failed {
+	if failed || len(results) == 0 {
+		if len(results) == 0 && !failed {
+			fmt.Fprintln(stderr, "gpumem: no allocator accepted the configuration")
+		}
 		return exitFail
 	}
 	return exitOK
