@@ -77,29 +77,75 @@ func fakeStreams() [4]gpumem.Stream {
 	return [4]gpumem.Stream{{Handle: 0x10}, {Handle: 0x20}, {Handle: 0x30}, {Handle: 0x40}}
 }
 
-func TestReplayFake(t *testing.T) {
+// Figures of the GPU anchors (peak reserved over the floor): PyTorch
+// native, and the best of PyTorch expandable and the driver pool.
+var anchors = map[string]struct {
+	floor         uint64
+	pytorch, best float64
+}{
+	"gpt2": {13271941480, 1.257, 1.032},
+	"mix2": {7950298216, 2.144, 1.051},
+}
+
+func expandableOptions() Options {
+	o := DefaultOptions()
+	o.ExpandableSegments = true
+	return o
+}
+
+func TestReplay(t *testing.T) {
 	confs := []struct {
-		name string
-		opts Options
+		name  string
+		opts  Options
+		bound func(pytorch, best float64) float64 // overhead must stay strictly below
 	}{
-		{"pytorch", Options{}},
-		{"default", DefaultOptions()},
-		{"expandable-pytorch", Options{ExpandableSegments: true}},
-		{"expandable", func() Options { o := DefaultOptions(); o.ExpandableSegments = true; return o }()},
-		{"expandable-2m", func() Options {
-			o := DefaultOptions()
-			o.ExpandableSegments = true
-			o.ExpandableLargeChunk = 2 << 20
-			return o
-		}()},
+		{"pytorch-semantics", Options{}, func(p, _ float64) float64 { return p + 0.001 }},
+		{"default", DefaultOptions(), func(p, _ float64) float64 { return p }},
+		{"default-no-cross-stream", func() Options { o := DefaultOptions(); o.CrossStreamReuse = false; return o }(),
+			func(p, _ float64) float64 { return p }},
+		{"expandable", expandableOptions(), func(_, b float64) float64 { return b }},
 	}
 	for _, name := range []string{"gpt2", "mix2"} {
 		tr := loadTrace(t, name)
+		an := anchors[name]
 		for _, c := range confs {
-			r := replay(t, newFake(140<<30), c.opts, tr, fakeStreams())
-			t.Logf("%s %-20s peak_requested %d peak_reserved %d overhead %.4f device_allocs %d frees %d xs %d",
-				name, c.name, r.peakRequested, r.peakReserved, float64(r.peakReserved)/float64(r.peakRequested),
-				r.stats.NumDeviceAlloc, r.stats.NumDeviceFree, r.stats.CrossStreamReuses)
+			b, streams := replayBackend(t)
+			r := replay(t, b, c.opts, tr, streams)
+			if r.peakRequested != an.floor {
+				t.Errorf("%s %s: peak requested %d, want the floor %d", name, c.name, r.peakRequested, an.floor)
+			}
+			over := float64(r.peakReserved) / float64(r.peakRequested)
+			t.Logf("%s %-24s peak_reserved %d overhead %.4f (anchors: pytorch %.3f, best %.3f) device_allocs %d device_frees %d cross_stream_reuses %d",
+				name, c.name, r.peakReserved, over, an.pytorch, an.best, r.stats.NumDeviceAlloc, r.stats.NumDeviceFree, r.stats.CrossStreamReuses)
+			if bound := c.bound(an.pytorch, an.best); over >= bound {
+				t.Errorf("%s %s: overhead %.4f, want below %.3f", name, c.name, over, bound)
+			}
 		}
+	}
+}
+
+// TestCrossStreamReuseSaving measures what cross-stream reuse saves on the
+// two-stream trace: peak reserved with and without it.
+func TestCrossStreamReuseSaving(t *testing.T) {
+	tr := loadTrace(t, "mix2")
+	var peaks [2]uint64
+	for i, on := range []bool{false, true} {
+		for _, base := range []Options{{}, DefaultOptions()} {
+			o := base
+			o.CrossStreamReuse = on
+			b, streams := replayBackend(t)
+			r := replay(t, b, o, tr, streams)
+			t.Logf("release_before_grow=%v cross_stream_reuse=%v: peak reserved %d (%.4f of the floor), %d reuses",
+				o.ReleaseBeforeGrow, on, r.peakReserved, float64(r.peakReserved)/float64(r.peakRequested), r.stats.CrossStreamReuses)
+			if o.ReleaseBeforeGrow {
+				peaks[i] = r.peakReserved
+			}
+			if on && r.stats.CrossStreamReuses == 0 {
+				t.Error("no cross-stream reuse on a two-stream trace")
+			}
+		}
+	}
+	if peaks[1] > peaks[0] {
+		t.Errorf("cross-stream reuse raised peak reserved: %d > %d", peaks[1], peaks[0])
 	}
 }
