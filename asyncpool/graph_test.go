@@ -1,0 +1,303 @@
+package asyncpool_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/asyncpool"
+	"github.com/gpumem/gpumem/sim"
+)
+
+// graphRun instantiates g, launches it `launches` times on s, waits, and
+// destroys both the executable graph and g.
+func (r *rig) graphRun(g gpumem.Graph, s gpumem.Stream, launches int) {
+	r.t.Helper()
+	ge, err := r.g.GraphInstantiate(g)
+	if err != nil {
+		r.t.Fatalf("GraphInstantiate: %v", err)
+	}
+	for i := 0; i < launches; i++ {
+		if err := r.g.GraphLaunch(ge, s); err != nil {
+			r.t.Fatalf("GraphLaunch %d: %v", i, err)
+		}
+	}
+	if err := r.g.StreamSynchronize(s); err != nil {
+		r.t.Fatalf("StreamSynchronize: %v", err)
+	}
+	if err := r.g.GraphExecDestroy(ge); err != nil {
+		r.t.Fatalf("GraphExecDestroy: %v", err)
+	}
+	if err := r.g.GraphDestroy(g); err != nil {
+		r.t.Fatalf("GraphDestroy: %v", err)
+	}
+}
+
+func (r *rig) begin(s gpumem.Stream) {
+	r.t.Helper()
+	if err := r.a.BeginCapture(s, gpumem.CaptureModeGlobal); err != nil {
+		r.t.Fatalf("BeginCapture: %v", err)
+	}
+}
+
+func (r *rig) end(s gpumem.Stream) gpumem.Graph {
+	r.t.Helper()
+	g, err := r.a.EndCapture(s)
+	if err != nil {
+		r.t.Fatalf("EndCapture: %v", err)
+	}
+	return g
+}
+
+func (r *rig) kernel(s gpumem.Stream, p gpumem.Ptr, n uint64) {
+	r.t.Helper()
+	if err := r.g.Launch(s, p, n, func(mem []byte) { mem[0]++; mem[len(mem)-1]++ }); err != nil {
+		r.t.Fatalf("Launch: %v", err)
+	}
+}
+
+// poke makes the allocator run its housekeeping (a tiny allocation and free).
+func (r *rig) poke(s gpumem.Stream) {
+	r.t.Helper()
+	r.free(r.alloc(256, s), s)
+}
+
+// Case 1: allocated and freed inside one capture: a free node of the graph.
+func TestGraphAllocAndFreeInside(t *testing.T) {
+	r := newRig(t, sim.Config{}, asyncpool.DefaultOptions(), 1)
+	defer r.finish()
+	s := r.ss[0]
+	r.begin(s)
+	p := r.alloc(8*mib, s)
+	r.kernel(s, p, 8*mib)
+	before := r.calls("FreeAsync")
+	r.free(p, s)
+	if r.delta(before, "FreeAsync") != 1 {
+		t.Errorf("the free inside the capture should be one captured FreeAsync")
+	}
+	g := r.end(s)
+	r.graphRun(g, s, 3) // freed in the graph: relaunching is fine
+	r.poke(s)
+	c := r.a.Counters(0)
+	if c.GraphFreedInCapture != 1 || c.LiveAllocations != 0 || c.GraphReleased != 0 {
+		t.Errorf("counters = %+v", c)
+	}
+}
+
+// Case 2: allocated inside, freed outside: the graph owns it and it is freed
+// once the graph is destroyed, exactly once, after the graph ran.
+func TestGraphAllocInsideFreeOutside(t *testing.T) {
+	r := newRig(t, sim.Config{}, asyncpool.DefaultOptions(), 2)
+	defer r.finish()
+	s, u := r.ss[0], r.ss[1]
+	r.begin(s)
+	p := r.alloc(8*mib, s)
+	r.kernel(s, p, 8*mib)
+	g := r.end(s)
+	ge, err := r.g.GraphInstantiate(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.g.GraphLaunch(ge, s); err != nil {
+		t.Fatal(err)
+	}
+	r.kernel(s, p, 8*mib) // stream work after the graph reads its output
+	if err := r.a.RecordStream(p, u); err != nil {
+		t.Fatal(err)
+	}
+	before := r.calls("FreeAsync")
+	r.free(p, s)
+	if r.delta(before, "FreeAsync") != 0 {
+		t.Errorf("the graph owns the memory: nothing may be freed while it exists")
+	}
+	if c := r.a.Counters(0); c.GraphOwned != 1 || c.LiveAllocations != 1 {
+		t.Errorf("counters after the free = %+v", c)
+	}
+	if err := r.a.Deallocate(p, s); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("second free of a graph-owned pointer: %v", err)
+	}
+	r.poke(s)
+	if r.a.Counters(0).GraphReleased != 0 {
+		t.Errorf("freed while the graph exists")
+	}
+	if err := r.g.StreamSynchronize(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.g.GraphExecDestroy(ge); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.g.GraphDestroy(g); err != nil {
+		t.Fatal(err)
+	}
+	before = r.calls("FreeAsync")
+	r.poke(s)
+	if n := r.delta(before, "FreeAsync"); n != 2 { // the graph's memory and the poke's
+		t.Errorf("FreeAsync calls after the graph went = %d, want 2", n)
+	}
+	r.poke(s)
+	c := r.a.Counters(0)
+	if c.GraphReleased != 1 || c.LiveAllocations != 0 || c.GraphDropped != 0 {
+		t.Errorf("counters = %+v", c)
+	}
+	if st := r.a.Stats(0); st.Active[gpumem.StatAll].Current != 0 {
+		t.Errorf("active after release = %+v", st.Active[gpumem.StatAll])
+	}
+}
+
+// Case 2, never launched: the allocation never existed; nothing is freed.
+func TestGraphAllocInsideNeverLaunched(t *testing.T) {
+	r := newRig(t, sim.Config{}, asyncpool.DefaultOptions(), 1)
+	defer r.finish()
+	s := r.ss[0]
+	r.begin(s)
+	p := r.alloc(mib, s)
+	r.kernel(s, p, mib)
+	q := r.alloc(mib, s)
+	g := r.end(s)
+	r.free(p, s) // outside: to the graph
+	if err := r.g.GraphDestroy(g); err != nil {
+		t.Fatal(err)
+	}
+	before := r.calls("FreeAsync")
+	r.poke(s)
+	r.free(q, s) // after the graph went: dropped too
+	if n := r.delta(before, "FreeAsync"); n != 1 { // the poke's only
+		t.Errorf("FreeAsync calls = %d, want 1", n)
+	}
+	if c := r.a.Counters(0); c.GraphDropped != 2 || c.LiveAllocations != 0 {
+		t.Errorf("counters = %+v", c)
+	}
+}
+
+// Case 3: allocated outside, freed inside: held until the graph that may use
+// it is destroyed, then freed once.
+func TestGraphAllocOutsideFreeInside(t *testing.T) {
+	r := newRig(t, sim.Config{}, asyncpool.DefaultOptions(), 1)
+	defer r.finish()
+	s := r.ss[0]
+	p := r.alloc(4*mib, s)
+	r.begin(s)
+	r.kernel(s, p, 4*mib)
+	before := r.calls("FreeAsync")
+	r.free(p, s)
+	g := r.end(s)
+	if r.delta(before, "FreeAsync") != 0 {
+		t.Errorf("freed during or at the end of the capture; the graph may still run")
+	}
+	if c := r.a.Counters(0); c.DeferredFrees != 1 {
+		t.Errorf("counters = %+v", c)
+	}
+	// The graph runs after the capture: the memory must still be there.
+	ge, err := r.g.GraphInstantiate(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := r.g.GraphLaunch(ge, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.poke(s)
+	if r.a.Counters(0).GraphReleased != 0 {
+		t.Errorf("freed while the graph exists")
+	}
+	if err := r.g.StreamSynchronize(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.g.GraphExecDestroy(ge); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.g.GraphDestroy(g); err != nil {
+		t.Fatal(err)
+	}
+	r.poke(s)
+	r.poke(s)
+	c := r.a.Counters(0)
+	if c.GraphReleased != 1 || c.LiveAllocations != 0 {
+		t.Errorf("counters = %+v", c)
+	}
+	if st := r.a.Stats(0); st.PendingReleaseBytes != 0 || st.Active[gpumem.StatAll].Current != 0 {
+		t.Errorf("pending %d active %d", st.PendingReleaseBytes, st.Active[gpumem.StatAll].Current)
+	}
+}
+
+// Capture detected without the hooks (CaptureCheckEveryCall), trim refused
+// during capture, throttle off during capture.
+func TestCaptureWithoutHooks(t *testing.T) {
+	opts := asyncpool.DefaultOptions()
+	opts.ThrottleRatio = 0.01
+	r := newRig(t, sim.Config{}, opts, 2)
+	defer r.finish()
+	s, u := r.ss[0], r.ss[1]
+	x := r.alloc(64*mib, u)
+	if err := r.a.RecordStream(x, s); err != nil {
+		t.Fatal(err)
+	}
+	r.free(x, u) // pending on the free stream; utilisation over 1 %
+	if err := r.g.StreamBeginCapture(s, gpumem.CaptureModeRelaxed); err != nil {
+		t.Fatal(err)
+	}
+	jb := r.a.Counters(0).ThrottleJoins
+	p := r.alloc(mib, s)
+	if r.a.Counters(0).ThrottleJoins != jb {
+		t.Errorf("throttled during capture")
+	}
+	if err := r.a.EmptyCache(); !errors.Is(err, asyncpool.ErrCaptureActive) || !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("EmptyCache during capture: %v", err)
+	}
+	r.kernel(s, p, mib)
+	r.free(p, s)
+	g, err := r.g.StreamEndCapture(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.graphRun(g, s, 1)
+	if err := r.a.EmptyCache(); err != nil {
+		t.Errorf("EmptyCache after capture: %v", err)
+	}
+	if c := r.a.Counters(0); c.GraphFreedInCapture != 1 {
+		t.Errorf("counters = %+v", c)
+	}
+}
+
+// Close with a graph still holding memory says so, and the rest is released.
+func TestCloseLeavesGraphMemory(t *testing.T) {
+	g, err := sim.New(sim.Config{Devices: []sim.DeviceConfig{{Name: "d", Capacity: gib}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := asyncpool.New(g, asyncpool.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.BeginCapture(s, gpumem.CaptureModeGlobal); err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.Allocate(mib, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	graph, err := a.EndCapture(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Deallocate(p, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); !errors.Is(err, asyncpool.ErrGraphOwned) {
+		t.Errorf("Close with a live graph owning memory: %v", err)
+	}
+	if err := g.GraphDestroy(graph); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.StreamDestroy(s); err != nil {
+		t.Fatal(err)
+	}
+	if v := g.Violations(); len(v) != 0 {
+		t.Errorf("violations: %v", v)
+	}
+}
