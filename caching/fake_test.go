@@ -25,6 +25,7 @@ type fakeGPU struct {
 	nextH    uint64
 	noVMM    bool
 	calls    map[string]int
+	faults   map[string]int // op -> fail when its call count reaches this
 	events   int
 }
 
@@ -34,6 +35,15 @@ func newFake(capacity uint64) *fakeGPU {
 }
 
 func (f *fakeGPU) call(op string) { f.calls[op]++ }
+
+// fail reports an injected failure of op (f.mu held).
+func (f *fakeGPU) fail(op string) error {
+	f.calls[op]++
+	if n, ok := f.faults[op]; ok && f.calls[op] == n {
+		return &gpumem.Error{Backend: "fake", Op: op, Code: 999, Name: "INJECTED"}
+	}
+	return nil
+}
 
 func (f *fakeGPU) Name() string              { return "fake" }
 func (f *fakeGPU) DeviceCount() (int, error) { return 1, nil }
@@ -52,7 +62,9 @@ func (f *fakeGPU) DeviceSynchronize(int) error {
 func (f *fakeGPU) Malloc(dev int, size uint64) (gpumem.Ptr, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.call("Malloc")
+	if err := f.fail("Malloc"); err != nil {
+		return 0, err
+	}
 	if f.used+size > f.capacity {
 		return 0, &gpumem.Error{Backend: "fake", Op: "Malloc", Code: 2, Name: "CUDA_ERROR_OUT_OF_MEMORY", Err: gpumem.ErrOutOfMemory}
 	}
@@ -93,8 +105,7 @@ func (f *fakeGPU) EventDestroy(gpumem.Event) error {
 func (f *fakeGPU) EventRecord(gpumem.Event, gpumem.Stream) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.call("EventRecord")
-	return nil
+	return f.fail("EventRecord")
 }
 func (f *fakeGPU) EventQuery(gpumem.Event) (bool, error)             { return true, nil }
 func (f *fakeGPU) EventSynchronize(gpumem.Event) error               { return nil }
@@ -121,7 +132,9 @@ func (f *fakeGPU) MemAddressFree(gpumem.Ptr, uint64) error { return nil }
 func (f *fakeGPU) MemCreate(dev int, size uint64) (gpumem.MemHandle, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.call("MemCreate")
+	if err := f.fail("MemCreate"); err != nil {
+		return gpumem.MemHandle{}, err
+	}
 	if f.used+size > f.capacity {
 		return gpumem.MemHandle{}, &gpumem.Error{Backend: "fake", Op: "MemCreate", Code: 2, Name: "CUDA_ERROR_OUT_OF_MEMORY", Err: gpumem.ErrOutOfMemory}
 	}

@@ -1,0 +1,117 @@
+package caching
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/gpumem/gpumem"
+)
+
+// TestRandomInvariants drives the allocator with random allocations, frees,
+// stream uses and cache flushes, with backend failures injected, checking
+// every invariant after every operation and that nothing leaks at Close.
+func TestRandomInvariants(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts Options
+	}{
+		{"pytorch", Options{}},
+		{"default", DefaultOptions()},
+		{"max-split", Options{MaxSplitSize: 30 << 20, CrossStreamReuse: true, RoundupPower2Divisions: []Division{{0, 4}}}},
+		{"expandable", expandableOptions()},
+		{"gc-fraction", Options{GarbageCollectionThreshold: 0.6, PerProcessMemoryFraction: 0.9, ReleaseBeforeGrow: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rng := rand.New(rand.NewSource(1))
+			f := newFake(512 << 20)
+			f.faults = map[string]int{"Malloc": 7, "EventRecord": 3, "MemCreate": 5}
+			c.opts.HistorySize = 64
+			a, err := New(f, c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			streams := fakeStreams()
+			type liveAlloc struct {
+				p gpumem.Ptr
+				s gpumem.Stream
+			}
+			var live []liveAlloc
+			for i := 0; i < 3000; i++ {
+				switch r := rng.Intn(100); {
+				case r < 50:
+					size := uint64(rng.Intn(1 << 20))
+					if rng.Intn(4) == 0 {
+						size = uint64(rng.Intn(60 << 20))
+					}
+					size++
+					s := streams[rng.Intn(4)]
+					p, err := a.Allocate(size, s)
+					if err != nil {
+						continue // out of memory or an injected failure
+					}
+					live = append(live, liveAlloc{p, s})
+				case r < 90 && len(live) > 0:
+					k := rng.Intn(len(live))
+					l := live[k]
+					live = append(live[:k], live[k+1:]...)
+					if rng.Intn(5) == 0 {
+						_ = a.RecordStream(l.p, streams[rng.Intn(4)])
+					}
+					fs := l.s
+					if rng.Intn(6) == 0 {
+						fs = streams[rng.Intn(4)]
+					}
+					_ = a.Deallocate(l.p, fs)
+				case r < 92:
+					_ = a.EmptyCache()
+				}
+				checkInvariants(t, a)
+			}
+			if len(a.History()) != 64 {
+				t.Errorf("history holds %d entries, want the ring's 64", len(a.History()))
+			}
+			for _, l := range live {
+				if err := a.Deallocate(l.p, l.s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checkInvariants(t, a)
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if len(f.allocs) != 0 || len(f.handles) != 0 || len(f.mapped) != 0 || f.events != 0 {
+				t.Errorf("leaked: %d allocations, %d handles, %d mappings, %d events", len(f.allocs), len(f.handles), len(f.mapped), f.events)
+			}
+		})
+	}
+}
+
+func TestPtrMap(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	m := newPtrMap()
+	ref := map[gpumem.Ptr]*block{}
+	for i := 0; i < 20000; i++ {
+		p := gpumem.Ptr(uint64(rng.Intn(4096)+1) << 9)
+		if rng.Intn(2) == 0 {
+			b := &block{addr: p}
+			m.put(p, b)
+			ref[p] = b
+		} else {
+			m.del(p)
+			delete(ref, p)
+		}
+		if m.n != len(ref) {
+			t.Fatalf("size %d, want %d", m.n, len(ref))
+		}
+	}
+	for p, b := range ref {
+		if m.get(p) != b {
+			t.Fatalf("get(%#x) wrong", p)
+		}
+	}
+	for p := gpumem.Ptr(512); p < 4097<<9; p += 512 {
+		if _, ok := ref[p]; !ok && m.get(p) != nil {
+			t.Fatalf("get(%#x) found a deleted key", p)
+		}
+	}
+}
