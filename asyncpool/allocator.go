@@ -151,6 +151,9 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 	}
 	if gs != nil {
 		if err := d.markLaunch(gs, s); err != nil {
+			d.mu.Lock()
+			d.stats.NumDeviceAlloc++
+			d.mu.Unlock()
 			d.allocated.Add(-int64(size))
 			if ferr := a.b.FreeAsync(p, s); ferr != nil {
 				err = errors.Join(err, ferr)
@@ -165,6 +168,7 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 		return 0, errClosed
 	}
 	if _, dup := d.recs[p]; dup {
+		d.stats.NumDeviceAlloc++
 		d.mu.Unlock()
 		d.allocated.Add(-int64(size))
 		return 0, fmt.Errorf("asyncpool: backend returned address %#x, which is still live: %w", uintptr(p), gpumem.ErrInvalidValue)
@@ -249,11 +253,7 @@ func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 	if p == 0 {
 		return fmt.Errorf("asyncpool: Deallocate of a nil pointer: %w", gpumem.ErrInvalidValue)
 	}
-	owner, err := a.owner(d, p)
-	if err != nil {
-		return err
-	}
-	return owner.deallocate(p, s)
+	return d.deallocate(p, s, true)
 }
 
 // SetOOMHandler installs the handler called (with no lock held) before an

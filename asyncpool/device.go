@@ -351,9 +351,6 @@ func (d *device) malloc(size uint64, s gpumem.Stream, capturing bool) (gpumem.Pt
 	}
 	p, err := d.b.MallocFromPoolAsync(size, d.pool, s)
 	if err == nil {
-		d.mu.Lock()
-		d.stats.NumDeviceAlloc++
-		d.mu.Unlock()
 		return p, nil
 	}
 	d.allocated.Add(-int64(size))
@@ -375,14 +372,12 @@ func (d *device) tryMalloc(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 		d.allocated.Add(-int64(size))
 		return 0, err
 	}
-	d.mu.Lock()
-	d.stats.NumDeviceAlloc++
-	d.mu.Unlock()
 	return p, nil
 }
 
 // noteAlloc updates stats and history for a new allocation. mu must be held.
 func (d *device) noteAlloc(p gpumem.Ptr, size uint64, s gpumem.Stream) {
+	d.stats.NumDeviceAlloc++
 	k := kind(size)
 	n := int64(size)
 	d.stats.Allocation.Add(k, 1)

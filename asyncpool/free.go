@@ -20,15 +20,27 @@ func errFreed(p gpumem.Ptr) error {
 }
 
 // deallocate frees p, held by d, whose last use is ordered on s.
-func (d *device) deallocate(p gpumem.Ptr, s gpumem.Stream) error {
+// search says whether to look on the other devices when d does not hold p
+// (memory freed from a peer device's stream).
+func (d *device) deallocate(p gpumem.Ptr, s gpumem.Stream, search bool) error {
 	d.life.RLock()
-	defer d.life.RUnlock()
+	other, err := d.deallocateLive(p, s, search)
+	d.life.RUnlock()
+	if other != nil {
+		return other.deallocate(p, s, false)
+	}
+	return err
+}
+
+// deallocateLive is deallocate under life's read lock. It returns the device
+// that holds p when that is not d.
+func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*device, error) {
 	if d.closed {
-		return errClosed
+		return nil, errClosed
 	}
 	ci, err := d.captureInfo(s)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	capturing := ci.Status == gpumem.CaptureActive
 	if !capturing {
@@ -36,9 +48,24 @@ func (d *device) deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 	}
 	d.mu.Lock()
 	rec, ok := d.recs[p]
+	if !ok && search {
+		d.mu.Unlock()
+		for _, o := range d.a.existing() {
+			if o == d {
+				continue
+			}
+			o.mu.Lock()
+			_, held := o.recs[p]
+			o.mu.Unlock()
+			if held {
+				return o, nil
+			}
+		}
+		return nil, errFreed(p)
+	}
 	if !ok || rec.state != stateLive {
 		d.mu.Unlock()
-		return errFreed(p)
+		return nil, errFreed(p)
 	}
 	g := rec.graph
 	switch {
@@ -61,9 +88,9 @@ func (d *device) deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 			d.unnoteFree(rec.size, false)
 			d.ctr.GraphFreedInCapture--
 			d.mu.Unlock()
-			return err
+			return nil, err
 		}
-		return nil
+		return nil, nil
 
 	case capturing:
 		// Case 3: allocated outside this capture, freed inside it. The
@@ -72,17 +99,17 @@ func (d *device) deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 		d.mu.Unlock()
 		gs, err := d.graphFor(ci, s)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		d.mu.Lock()
 		rec, ok = d.recs[p]
 		if !ok || rec.state != stateLive {
 			d.mu.Unlock()
-			return errFreed(p)
+			return nil, errFreed(p)
 		}
 		if gs.destroyed {
 			d.mu.Unlock()
-			return fmt.Errorf("asyncpool: capture %d on %v ended while freeing %#x: %w", ci.ID, s, uintptr(p), gpumem.ErrInvalidValue)
+			return nil, fmt.Errorf("asyncpool: capture %d on %v ended while freeing %#x: %w", ci.ID, s, uintptr(p), gpumem.ErrInvalidValue)
 		}
 		rec.state, rec.freeOn = stateDeferred, s
 		d.recs[p] = rec
@@ -90,7 +117,7 @@ func (d *device) deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 		d.toPending(p, rec.size, s)
 		d.ctr.DeferredFrees++
 		d.mu.Unlock()
-		return nil
+		return nil, nil
 
 	case g != nil && !g.destroyed:
 		// Case 2: allocated in a capture, freed outside it: the graph owns
@@ -101,7 +128,7 @@ func (d *device) deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 		d.toPending(p, rec.size, s)
 		d.ctr.GraphOwned++
 		d.mu.Unlock()
-		return nil
+		return nil, nil
 
 	case g != nil && !g.launched.Load():
 		// The allocating graph is gone and never ran: nothing to free.
@@ -111,7 +138,7 @@ func (d *device) deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 		d.noteReleased(rec.size)
 		d.ctr.GraphDropped++
 		d.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 
 	// Case 4 (or a graph allocation whose graph ran and is gone: live
@@ -127,9 +154,9 @@ func (d *device) deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 			d.allocated.Add(int64(rec.size))
 			d.unnoteFree(rec.size, false)
 			d.mu.Unlock()
-			return fmt.Errorf("asyncpool: freeing %#x on %v: %w", uintptr(p), s, err)
+			return nil, fmt.Errorf("asyncpool: freeing %#x on %v: %w", uintptr(p), s, err)
 		}
-		return nil
+		return nil, nil
 	}
 	d.pending.Add(int64(rec.size))
 	d.noteFree(p, rec.size, s, true)
@@ -141,9 +168,9 @@ func (d *device) deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 		d.pending.Add(-int64(rec.size))
 		d.unnoteFree(rec.size, true)
 		d.mu.Unlock()
-		return err
+		return nil, err
 	}
-	return nil
+	return nil, nil
 }
 
 // toPending moves a record's bytes from allocated to pending release.

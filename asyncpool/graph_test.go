@@ -160,7 +160,7 @@ func TestGraphAllocInsideNeverLaunched(t *testing.T) {
 	}
 	before := r.calls("FreeAsync")
 	r.poke(s)
-	r.free(q, s) // after the graph went: dropped too
+	r.free(q, s)                                   // after the graph went: dropped too
 	if n := r.delta(before, "FreeAsync"); n != 1 { // the poke's only
 		t.Errorf("FreeAsync calls = %d, want 1", n)
 	}
