@@ -115,3 +115,53 @@ func TestPtrMap(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrent runs many goroutines on one allocator; run under -race.
+func TestConcurrent(t *testing.T) {
+	f := newFake(4 << 30)
+	a, err := New(f, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	for g := 0; g < 8; g++ {
+		go func(g int) {
+			rng := rand.New(rand.NewSource(int64(g)))
+			s := gpumem.Stream{Handle: uintptr(g%3 + 1)}
+			var mine []gpumem.Ptr
+			for i := 0; i < 500; i++ {
+				if len(mine) > 0 && rng.Intn(2) == 0 {
+					k := rng.Intn(len(mine))
+					if err := a.Deallocate(mine[k], s); err != nil {
+						done <- err
+						return
+					}
+					mine = append(mine[:k], mine[k+1:]...)
+					continue
+				}
+				p, err := a.Allocate(uint64(rng.Intn(8<<20)+1), s)
+				if err != nil {
+					done <- err
+					return
+				}
+				mine = append(mine, p)
+			}
+			for _, p := range mine {
+				_ = a.Deallocate(p, s)
+			}
+			done <- nil
+		}(g)
+	}
+	for g := 0; g < 8; g++ {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+	checkInvariants(t, a)
+	if n := a.Stats(0).Allocation[0].Current; n != 0 {
+		t.Errorf("%d allocations live after every goroutine freed its own", n)
+	}
+	if err := a.Close(); err != nil || len(f.allocs) != 0 {
+		t.Errorf("close: %v, %d segments leaked", err, len(f.allocs))
+	}
+}
