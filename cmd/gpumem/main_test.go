@@ -204,3 +204,35 @@ func TestParseInterspersed(t *testing.T) {
 		t.Fatalf("pos %q json %v conf %q err %v", pos, *j, *c, err)
 	}
 }
+
+// With a vendor library and no device (CI), info exits 3 and says why.
+func TestInfoVendorNoDevice(t *testing.T) {
+	ran := false
+	for be, env := range map[string]string{"cuda": "GPUMEM_TEST_CUDA_LIBRARY", "hip": "GPUMEM_TEST_HIP_LIBRARY"} {
+		lib := os.Getenv(env)
+		if lib == "" {
+			continue
+		}
+		ran = true
+		code, o, e := runCmd(t, "info", "--backend", be, "--library", lib, "--json")
+		var rep infoReport
+		if err := json.Unmarshal([]byte(o), &rep); err != nil {
+			t.Fatalf("%s: %v: %q", be, err, o)
+		}
+		switch code {
+		case exitOK:
+			if len(rep.Devices) == 0 || rep.Error != "" {
+				t.Errorf("%s: exit 0 but report %+v", be, rep)
+			}
+		case exitNoDevice:
+			if rep.Error == "" || len(rep.Devices) != 0 || e == "" {
+				t.Errorf("%s: exit 3 but report %+v, stderr %q", be, rep, e)
+			}
+		default:
+			t.Errorf("%s: exit %d: %s", be, code, e)
+		}
+	}
+	if !ran {
+		t.Skip("GPUMEM_TEST_CUDA_LIBRARY / GPUMEM_TEST_HIP_LIBRARY not set (.ci/vendor-libs.sh provides them)")
+	}
+}
