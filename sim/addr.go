@@ -1,0 +1,393 @@
+package sim
+
+import "math/bits"
+
+// This file holds the two address structures of the simulator:
+//
+//   - rangeSet: free address ranges, found by size in O(1) through
+//     segregated size classes (a two-level bitmap as in TLSF) and coalesced
+//     with their neighbours in O(1) through maps keyed by start and end.
+//   - treap: live objects ordered by start address, for the "which
+//     allocation contains this address" question that copies, memsets,
+//     kernels and the use-after-free detector ask.
+
+// rangeSet is a set of free address ranges. Ranges never merge across a
+// boundary (the start of a pool chunk), so a pool can release whole chunks.
+type rangeSet struct {
+	byStart  map[uint64]*frange
+	byEnd    map[uint64]*frange
+	heads    [nClasses]*frange
+	bitmap   [nClasses / 64]uint64
+	boundary map[uint64]struct{} // addresses where ranges must not merge; nil: none
+	free     uint64              // total free bytes
+	spare    *frange             // recycled nodes
+}
+
+type frange struct {
+	start, size uint64
+	cls         int
+	prev, next  *frange
+}
+
+const nClasses = 256 // 64 powers of two, 4 subdivisions each
+
+// classOf returns the class whose ranges have sizes in [lo, hi) with size in it.
+func classOf(size uint64) int {
+	if size < 4 {
+		return int(size)
+	}
+	top := bits.Len64(size) - 1
+	sub := int(size>>(uint(top)-2)) & 3
+	return top*4 + sub
+}
+
+// classAbove returns the lowest class all of whose ranges are >= size.
+func classAbove(size uint64) int {
+	c := classOf(size)
+	if size >= 4 {
+		top := bits.Len64(size) - 1
+		if size&(1<<(uint(top)-2)-1) != 0 {
+			c++
+		}
+	}
+	return c
+}
+
+func newRangeSet() *rangeSet {
+	return &rangeSet{byStart: map[uint64]*frange{}, byEnd: map[uint64]*frange{}}
+}
+
+func (r *rangeSet) link(f *frange) {
+	c := classOf(f.size)
+	f.cls = c
+	f.prev = nil
+	f.next = r.heads[c]
+	if f.next != nil {
+		f.next.prev = f
+	}
+	r.heads[c] = f
+	r.bitmap[c/64] |= 1 << uint(c%64)
+	r.byStart[f.start] = f
+	r.byEnd[f.start+f.size] = f
+	r.free += f.size
+}
+
+func (r *rangeSet) unlink(f *frange) {
+	if f.prev != nil {
+		f.prev.next = f.next
+	} else {
+		r.heads[f.cls] = f.next
+		if f.next == nil {
+			r.bitmap[f.cls/64] &^= 1 << uint(f.cls%64)
+		}
+	}
+	if f.next != nil {
+		f.next.prev = f.prev
+	}
+	f.prev, f.next = nil, nil
+	delete(r.byStart, f.start)
+	delete(r.byEnd, f.start+f.size)
+	r.free -= f.size
+}
+
+func (r *rangeSet) node(start, size uint64) *frange {
+	f := r.spare
+	if f != nil {
+		r.spare = f.next
+		f.next = nil
+	} else {
+		f = &frange{}
+	}
+	f.start, f.size = start, size
+	return f
+}
+
+func (r *rangeSet) recycle(f *frange) {
+	f.prev = nil
+	f.next = r.spare
+	r.spare = f
+}
+
+// firstClass returns the first non-empty class >= c, or -1.
+func (r *rangeSet) firstClass(c int) int {
+	for w := c / 64; w < len(r.bitmap); w++ {
+		m := r.bitmap[w]
+		if w == c/64 {
+			m &= ^uint64(0) << uint(c%64)
+		}
+		if m != 0 {
+			return w*64 + bits.TrailingZeros64(m)
+		}
+	}
+	return -1
+}
+
+// alloc takes size bytes and returns their start. It looks for a good fit in
+// the size's own class first, then takes the head of the first class whose
+// ranges are all large enough.
+func (r *rangeSet) alloc(size uint64) (uint64, bool) {
+	if size == 0 {
+		return 0, false
+	}
+	var f *frange
+	c := classOf(size)
+	n := 0
+	for g := r.heads[c]; g != nil && n < 8; g = g.next {
+		if g.size >= size && (f == nil || g.size < f.size) {
+			f = g
+		}
+		n++
+	}
+	if f == nil {
+		ca := classAbove(size)
+		if ca < nClasses {
+			if fc := r.firstClass(ca); fc >= 0 {
+				f = r.heads[fc]
+			}
+		}
+	}
+	if f == nil {
+		return 0, false
+	}
+	r.unlink(f)
+	start := f.start
+	if f.size > size {
+		f.start += size
+		f.size -= size
+		r.link(f)
+	} else {
+		r.recycle(f)
+	}
+	return start, true
+}
+
+// allocAt takes [start, start+size) which must lie inside one free range.
+func (r *rangeSet) allocAt(start, size uint64) bool {
+	f := r.containing(start)
+	if f == nil || start+size > f.start+f.size {
+		return false
+	}
+	r.unlink(f)
+	fs, fe := f.start, f.start+f.size
+	r.recycle(f)
+	if start > fs {
+		r.link(r.node(fs, start-fs))
+	}
+	if fe > start+size {
+		r.link(r.node(start+size, fe-start-size))
+	}
+	return true
+}
+
+// containing finds the free range holding addr by walking the classes; it is
+// used only on the rare paths (aligned reservations), so a linear walk is fine.
+func (r *rangeSet) containing(addr uint64) *frange {
+	for _, h := range r.heads {
+		for f := h; f != nil; f = f.next {
+			if addr >= f.start && addr < f.start+f.size {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// release returns [start, start+size) to the set, merging with free neighbours
+// unless a boundary separates them.
+func (r *rangeSet) release(start, size uint64) {
+	if size == 0 {
+		return
+	}
+	end := start + size
+	if l, ok := r.byEnd[start]; ok && !r.isBoundary(start) {
+		r.unlink(l)
+		start = l.start
+		r.recycle(l)
+	}
+	if rt, ok := r.byStart[end]; ok && !r.isBoundary(end) {
+		r.unlink(rt)
+		end = rt.start + rt.size
+		r.recycle(rt)
+	}
+	r.link(r.node(start, end-start))
+}
+
+func (r *rangeSet) isBoundary(a uint64) bool {
+	if r.boundary == nil {
+		return false
+	}
+	_, ok := r.boundary[a]
+	return ok
+}
+
+// removeExact removes the free range [start, start+size) if it is exactly one
+// free range and reports whether it did.
+func (r *rangeSet) removeExact(start, size uint64) bool {
+	f, ok := r.byStart[start]
+	if !ok || f.size != size {
+		return false
+	}
+	r.unlink(f)
+	r.recycle(f)
+	return true
+}
+
+// largest returns the size of the largest free range.
+func (r *rangeSet) largest() uint64 {
+	var best uint64
+	for c := nClasses - 1; c >= 0; c-- {
+		if r.heads[c] == nil {
+			continue
+		}
+		for f := r.heads[c]; f != nil; f = f.next {
+			if f.size > best {
+				best = f.size
+			}
+		}
+		return best
+	}
+	return 0
+}
+
+// treap is a randomized balanced tree of objects keyed by start address.
+type treap struct {
+	root *tnode
+	n    int
+	rnd  uint64
+}
+
+type tnode struct {
+	key         uint64
+	prio        uint64
+	left, right *tnode
+	obj         *object
+}
+
+func (t *treap) nextPrio() uint64 {
+	// xorshift64*: deterministic, cheap, good enough for balancing.
+	if t.rnd == 0 {
+		t.rnd = 0x9E3779B97F4A7C15
+	}
+	t.rnd ^= t.rnd >> 12
+	t.rnd ^= t.rnd << 25
+	t.rnd ^= t.rnd >> 27
+	return t.rnd * 2685821657736338717
+}
+
+func tsplit(n *tnode, key uint64) (l, r *tnode) {
+	if n == nil {
+		return nil, nil
+	}
+	if n.key < key {
+		n.right, r = tsplit(n.right, key)
+		return n, r
+	}
+	l, n.left = tsplit(n.left, key)
+	return l, n
+}
+
+func tmerge(a, b *tnode) *tnode {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	if a.prio > b.prio {
+		a.right = tmerge(a.right, b)
+		return a
+	}
+	b.left = tmerge(a, b.left)
+	return b
+}
+
+func tinsert(n, x *tnode) *tnode {
+	if n == nil {
+		return x
+	}
+	if x.prio > n.prio {
+		x.left, x.right = tsplit(n, x.key)
+		return x
+	}
+	if x.key < n.key {
+		n.left = tinsert(n.left, x)
+	} else {
+		n.right = tinsert(n.right, x)
+	}
+	return n
+}
+
+func tdelete(n *tnode, key uint64, obj *object) (*tnode, bool) {
+	if n == nil {
+		return nil, false
+	}
+	if n.key == key && (obj == nil || n.obj == obj) {
+		return tmerge(n.left, n.right), true
+	}
+	var ok bool
+	if key < n.key {
+		n.left, ok = tdelete(n.left, key, obj)
+	} else {
+		n.right, ok = tdelete(n.right, key, obj)
+	}
+	return n, ok
+}
+
+func (t *treap) insert(key uint64, obj *object) {
+	t.root = tinsert(t.root, &tnode{key: key, prio: t.nextPrio(), obj: obj})
+	t.n++
+}
+
+func (t *treap) remove(key uint64, obj *object) {
+	var ok bool
+	t.root, ok = tdelete(t.root, key, obj)
+	if ok {
+		t.n--
+	}
+}
+
+// floor returns the object with the greatest key <= key.
+func (t *treap) floor(key uint64) *object {
+	var best *tnode
+	for n := t.root; n != nil; {
+		if n.key <= key {
+			best = n
+			n = n.right
+		} else {
+			n = n.left
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return best.obj
+}
+
+// ceil returns the object with the smallest key >= key.
+func (t *treap) ceil(key uint64) *object {
+	var best *tnode
+	for n := t.root; n != nil; {
+		if n.key >= key {
+			best = n
+			n = n.left
+		} else {
+			n = n.right
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return best.obj
+}
+
+// each visits objects in address order until f returns false.
+func (t *treap) each(f func(*object) bool) {
+	var walk func(n *tnode) bool
+	walk = func(n *tnode) bool {
+		if n == nil {
+			return true
+		}
+		return walk(n.left) && f(n.obj) && walk(n.right)
+	}
+	walk(t.root)
+}

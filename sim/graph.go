@@ -1,0 +1,655 @@
+package sim
+
+import (
+	"github.com/gpumem/gpumem"
+)
+
+// Capture records the work queued on a capturing stream (and on streams
+// joined to it through events recorded in the capture) as graph nodes
+// instead of running it. The graph is a sequence of nodes in capture order,
+// which is a valid serialization of the captured dependencies; a launch
+// queues that sequence on the launch stream.
+
+type captureStatus int
+
+const (
+	captureActive captureStatus = iota
+	captureInvalidated
+	captureEnded
+)
+
+type capture struct {
+	id      uint64
+	origin  *stream
+	mode    gpumem.CaptureMode
+	status  captureStatus
+	graph   *graph
+	streams map[*stream]int // captured streams: index of their last node, -1 for none
+}
+
+type graph struct {
+	h         uintptr
+	dev       *device
+	nodes     []*op
+	allocs    []*object              // graph allocations made by this graph's nodes
+	freed     map[*object]bool       // graph allocations its own nodes free
+	uobjs     map[*userObject]uint32 // references the graph holds
+	execs     int
+	destroyed bool
+	stack     stack
+}
+
+type graphExec struct {
+	h           uintptr
+	gr          *graph
+	nodes       []*op
+	allocNoFree []*object
+	uobjs       map[*userObject]uint32
+	inflight    int
+	destroyed   bool
+	released    bool
+	stack       stack
+}
+
+type userObject struct {
+	h     uintptr
+	dev   int
+	fn    func()
+	refs  int64
+	stack stack
+}
+
+func (g *GPU) invalidate(c *capture) {
+	if c != nil && c.status == captureActive {
+		c.status = captureInvalidated
+	}
+}
+
+func (g *GPU) leaveCapture(st *stream) {
+	if st.cap != nil {
+		delete(st.cap.streams, st)
+		st.cap = nil
+		st.joinedTo = nil
+	}
+}
+
+// unsafeDuringCapture fails (and invalidates) when a global-mode capture is
+// active: the call is one CUDA calls potentially unsafe during capture.
+func (g *GPU) unsafeDuringCapture(m method, d *device) error {
+	var hit bool
+	for _, c := range g.captures {
+		if c.status == captureActive && c.mode == gpumem.CaptureModeGlobal {
+			g.invalidate(c)
+			hit = true
+		}
+	}
+	if hit {
+		return errf(m, codeStreamCaptureUnsupported, "not permitted while a global-mode stream capture is active")
+	}
+	return nil
+}
+
+// legacyCaptureCheck fails when work on d's legacy stream would synchronize
+// with a capturing blocking stream (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
+func (g *GPU) legacyCaptureCheck(m method, d *device) error {
+	var hit bool
+	for _, c := range g.captures {
+		if c.status != captureEnded {
+			for st := range c.streams {
+				if st.dev == d && st.blocking() {
+					g.invalidate(c)
+					hit = true
+				}
+			}
+		}
+	}
+	if hit {
+		return errf(m, codeStreamCaptureImplicit, "the legacy default stream would synchronize with a capturing stream")
+	}
+	return nil
+}
+
+// captureOp records o as a node of st's capture; lock held.
+func (g *GPU) captureOp(st *stream, o *op) error {
+	c := st.cap
+	if c.status == captureInvalidated {
+		return errf(o.m, codeStreamCaptureInvalidated, "the capture on %v was invalidated", st.handle())
+	}
+	n := *o
+	n.deps, n.uses, n.fromGraph = nil, nil, true
+	c.graph.nodes = append(c.graph.nodes, &n)
+	c.streams[st] = len(c.graph.nodes) - 1
+	st.joinedTo = nil
+	return nil
+}
+
+func (g *GPU) captureRecord(st *stream, ev *event) error {
+	c := st.cap
+	if c.status == captureInvalidated {
+		return errf(mEventRecord, codeStreamCaptureInvalidated, "the capture on %v was invalidated", st.handle())
+	}
+	ev.gen++
+	ev.s, ev.seq, ev.timed = nil, 0, false
+	ev.cap, ev.capStream, ev.capIdx = c, st, len(c.graph.nodes)
+	return nil
+}
+
+func (g *GPU) captureWait(st *stream, ev *event) error {
+	c := ev.cap
+	switch {
+	case c.status == captureInvalidated:
+		g.invalidate(st.cap)
+		return errf(mStreamWaitEvent, codeStreamCaptureInvalidated, "the event's capture was invalidated")
+	case st.cap == nil:
+		// A fork: st joins the capture.
+		st.cap = c
+		c.streams[st] = -1
+		st.joinedTo = nil
+	case st.cap == c:
+		src := ev.capStream
+		if src != st && ev.capIdx > c.streams[src] {
+			src.joinedTo = st
+		}
+	default:
+		g.invalidate(st.cap)
+		g.invalidate(c)
+		return errf(mStreamWaitEvent, codeStreamCaptureMerge, "cannot merge two independent captures")
+	}
+	return nil
+}
+
+// StreamBeginCapture starts capturing s. The legacy default stream cannot be
+// captured.
+func (g *GPU) StreamBeginCapture(s gpumem.Stream, mode gpumem.CaptureMode) error {
+	if err := g.enter(mStreamBeginCapture); err != nil {
+		return err
+	}
+	if mode < gpumem.CaptureModeGlobal || mode > gpumem.CaptureModeRelaxed {
+		return errf(mStreamBeginCapture, codeInvalidValue, "bad capture mode %d", int(mode))
+	}
+	stk := g.callers(1)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st, err := g.lookupStream(mStreamBeginCapture, s)
+	if err != nil {
+		return err
+	}
+	if st.legacy {
+		return errf(mStreamBeginCapture, codeStreamCaptureUnsupported, "the legacy default stream cannot be captured")
+	}
+	if st.cap != nil {
+		return errf(mStreamBeginCapture, codeInvalidValue, "%v is already capturing", s)
+	}
+	g.captureID++
+	c := &capture{id: g.captureID, origin: st, mode: mode, streams: map[*stream]int{st: -1},
+		graph: &graph{h: g.handle(), dev: st.dev, freed: map[*object]bool{}, uobjs: map[*userObject]uint32{}, stack: stk}}
+	g.captures[c.id] = c
+	st.cap = c
+	return nil
+}
+
+// StreamEndCapture ends the capture begun on s and returns its graph. A
+// capture that was invalidated, or whose forked streams were not joined back
+// into s, fails and yields no graph.
+func (g *GPU) StreamEndCapture(s gpumem.Stream) (gpumem.Graph, error) {
+	if err := g.enter(mStreamEndCapture); err != nil {
+		return gpumem.Graph{}, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st, err := g.lookupStream(mStreamEndCapture, s)
+	if err != nil {
+		return gpumem.Graph{}, err
+	}
+	c := st.cap
+	if c == nil {
+		return gpumem.Graph{}, errf(mStreamEndCapture, codeInvalidValue, "%v is not capturing", s)
+	}
+	if c.origin != st {
+		g.invalidate(c)
+		return gpumem.Graph{}, errf(mStreamEndCapture, codeStreamCaptureUnmatched, "the capture was begun on another stream")
+	}
+	code := 0
+	if c.status == captureInvalidated {
+		code = codeStreamCaptureInvalidated
+	} else {
+		for o, last := range c.streams {
+			if o == st || last < 0 {
+				continue
+			}
+			seen := map[*stream]bool{}
+			x := o
+			for x != nil && x != st && !seen[x] {
+				seen[x] = true
+				x = x.joinedTo
+			}
+			if x != st {
+				code = codeStreamCaptureUnjoined
+			}
+		}
+	}
+	for o := range c.streams {
+		o.cap = nil
+		o.joinedTo = nil
+	}
+	c.status = captureEnded
+	delete(g.captures, c.id)
+	gr := c.graph
+	if code != 0 {
+		g.discardGraph(gr)
+		return gpumem.Graph{}, errf(mStreamEndCapture, code, "capture on %v failed", s)
+	}
+	g.graphs[gr.h] = gr
+	return gpumem.Graph{Handle: gr.h, Device: gr.dev.ord}, nil
+}
+
+// discardGraph drops a graph that never became visible.
+func (g *GPU) discardGraph(gr *graph) {
+	for _, o := range gr.allocs {
+		g.releaseGraphAlloc(o)
+	}
+	gr.destroyed = true
+}
+
+// StreamCaptureInfo reports whether s is capturing, the capture's id and
+// the graph being built.
+func (g *GPU) StreamCaptureInfo(s gpumem.Stream) (gpumem.CaptureInfo, error) {
+	if err := g.enter(mStreamCaptureInfo); err != nil {
+		return gpumem.CaptureInfo{}, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st, err := g.lookupStream(mStreamCaptureInfo, s)
+	if err != nil {
+		return gpumem.CaptureInfo{}, err
+	}
+	c := st.cap
+	switch {
+	case c == nil:
+		return gpumem.CaptureInfo{Status: gpumem.CaptureNone}, nil
+	case c.status == captureInvalidated:
+		return gpumem.CaptureInfo{Status: gpumem.CaptureInvalidated, ID: c.id}, nil
+	}
+	return gpumem.CaptureInfo{Status: gpumem.CaptureActive, ID: c.id, Graph: gpumem.Graph{Handle: c.graph.h, Device: c.graph.dev.ord}}, nil
+}
+
+// captureAlloc makes a graph memory node: the address is fixed now, the
+// memory is allocated when a launch reaches the node.
+func (g *GPU) captureAlloc(m method, p *pool, size, n uint64, st *stream) (gpumem.Ptr, error) {
+	c := st.cap
+	if c.status == captureInvalidated {
+		return 0, errf(m, codeStreamCaptureInvalidated, "the capture on %v was invalidated", st.handle())
+	}
+	d := p.dev
+	if n > d.cfg.Capacity {
+		return 0, vendorErr(m, codeOutOfMemory)
+	}
+	start, ok := d.va.alloc(n)
+	if !ok {
+		return 0, vendorErr(m, codeOutOfMemory)
+	}
+	o := g.newObject(objGraphAlloc, start, n, size, d.ord, g.callers(2))
+	o.graph = c.graph
+	o.pool = p
+	o.graphRefs = 1
+	g.spans.insert(start, o)
+	g.allocs[start] = o
+	c.graph.allocs = append(c.graph.allocs, o)
+	if err := g.captureOp(st, &op{kind: opGraphAlloc, m: m, obj: o}); err != nil {
+		return 0, err
+	}
+	return gpumem.Ptr(start), nil
+}
+
+// freeGraphOrCaptured handles FreeAsync of a graph allocation, or any
+// FreeAsync on a capturing stream (a graph free node).
+func (g *GPU) freeGraphOrCaptured(st *stream, o *object) error {
+	if st.cap != nil {
+		if st.cap.status == captureInvalidated {
+			return errf(mFreeAsync, codeStreamCaptureInvalidated, "the capture on %v was invalidated", st.handle())
+		}
+		if o.kind == objGraphAlloc && o.graph == st.cap.graph {
+			st.cap.graph.freed[o] = true
+		} else {
+			delete(g.allocs, o.start)
+		}
+		return g.captureOp(st, &op{kind: opGraphFree, m: mFreeAsync, obj: o})
+	}
+	// A graph allocation freed outside its graph, after a launch.
+	if !o.outstanding() {
+		return errf(mFreeAsync, codeInvalidValue, "%s is not allocated (launch its graph first)", o.describe())
+	}
+	o.owned = false
+	return g.enqueue(st, &op{kind: opGraphFree, m: mFreeAsync, obj: o})
+}
+
+func (o *object) outstanding() bool { return o.owned }
+
+func (g *GPU) graphAllocRun(st *stream, o *op) {
+	a := o.obj
+	if a.live {
+		g.violate(st, o, a.start, a.size, "%s allocated again while still allocated", a.describe())
+		return
+	}
+	if !g.reserve(g.devs[a.dev], a.size) {
+		g.violate(st, o, a.start, a.size, "out of memory allocating %s at graph launch", a.describe())
+		return
+	}
+	a.live = true
+}
+
+func (g *GPU) graphFreeRun(st *stream, o *op) {
+	a := o.obj
+	switch a.kind {
+	case objGraphAlloc:
+		if !a.live {
+			g.violate(st, o, a.start, a.size, "%s freed while not allocated", a.describe())
+			return
+		}
+		a.live = false
+		g.devs[a.dev].used -= a.size
+		g.dropTags(a.start, a.size)
+		if a.graphRefs == 0 && !a.owned {
+			g.dropGraphAlloc(a)
+		}
+	case objPoolAlloc:
+		if a.freed {
+			g.violate(st, o, a.start, a.size, "graph frees %s, which is already free", a.describe())
+			return
+		}
+		p := a.pool
+		a.freed = true
+		removeSub(a.chunk, a)
+		g.dropTags(a.start, a.size)
+		p.free.release(a.start, a.size)
+		p.used -= a.size
+		if p.destroyed {
+			g.releaseChunks(p, 0)
+		}
+	}
+}
+
+func (g *GPU) releaseGraphAlloc(o *object) {
+	o.graphRefs--
+	if o.graphRefs <= 0 && !o.live && !o.owned {
+		g.dropGraphAlloc(o)
+	}
+}
+
+func (g *GPU) dropGraphAlloc(o *object) {
+	if o.freed {
+		return
+	}
+	o.freed = true
+	g.spans.remove(o.start, o)
+	if g.allocs[o.start] == o {
+		delete(g.allocs, o.start)
+	}
+	d := g.devs[o.dev]
+	d.store.drop(o.start, o.size)
+	d.va.release(o.start, o.size)
+}
+
+func (g *GPU) lookupGraph(m method, h gpumem.Graph) (*graph, error) {
+	gr := g.graphs[h.Handle]
+	if gr == nil || gr.dev.ord != h.Device {
+		return nil, errf(m, codeInvalidValue, "graph(dev %d, %#x) is not a live graph", h.Device, h.Handle)
+	}
+	return gr, nil
+}
+
+// GraphInstantiate makes an executable graph. A graph with allocation nodes
+// can have one instantiation at a time, as in CUDA.
+func (g *GPU) GraphInstantiate(h gpumem.Graph) (gpumem.GraphExec, error) {
+	if err := g.enter(mGraphInstantiate); err != nil {
+		return gpumem.GraphExec{}, err
+	}
+	stk := g.callers(1)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gr, err := g.lookupGraph(mGraphInstantiate, h)
+	if err != nil {
+		return gpumem.GraphExec{}, err
+	}
+	if len(gr.allocs) > 0 && gr.execs > 0 {
+		return gpumem.GraphExec{}, errf(mGraphInstantiate, codeInvalidValue, "a graph with allocation nodes may have only one instantiation at a time")
+	}
+	ge := &graphExec{h: g.handle(), gr: gr, nodes: gr.nodes, uobjs: map[*userObject]uint32{}, stack: stk}
+	for uo, n := range gr.uobjs {
+		ge.uobjs[uo] = n
+		uo.refs += int64(n)
+	}
+	for _, o := range gr.allocs {
+		o.graphRefs++
+		if !gr.freed[o] {
+			ge.allocNoFree = append(ge.allocNoFree, o)
+		}
+	}
+	gr.execs++
+	g.execs[ge.h] = ge
+	return gpumem.GraphExec{Handle: ge.h, Device: gr.dev.ord}, nil
+}
+
+// GraphLaunch queues the graph's nodes on s. A graph whose allocation was
+// not freed by the graph itself can be launched again only once that
+// allocation has been freed.
+func (g *GPU) GraphLaunch(h gpumem.GraphExec, s gpumem.Stream) error {
+	if err := g.enter(mGraphLaunch); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ge := g.execs[h.Handle]
+	if ge == nil || ge.gr.dev.ord != h.Device {
+		return errf(mGraphLaunch, codeInvalidValue, "graphexec(dev %d, %#x) is not a live executable graph", h.Device, h.Handle)
+	}
+	st, err := g.lookupStream(mGraphLaunch, s)
+	if err != nil {
+		return err
+	}
+	for _, o := range ge.allocNoFree {
+		if o.owned || o.live {
+			return errf(mGraphLaunch, codeInvalidValue, "%s from the previous launch has not been freed", o.describe())
+		}
+	}
+	if st.cap != nil {
+		for _, n := range ge.nodes {
+			if err := g.captureOp(st, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, o := range ge.allocNoFree {
+		o.owned = true
+	}
+	ge.inflight++
+	for _, n := range ge.nodes {
+		c := *n
+		c.fromGraph = true
+		c.dev = st.dev.ord
+		if err := g.enqueue(st, &c); err != nil {
+			return err
+		}
+	}
+	return g.enqueue(st, &op{kind: opGraphEnd, m: mGraphLaunch, ge: ge})
+}
+
+func (g *GPU) graphEndRun(ge *graphExec) {
+	ge.inflight--
+	if ge.destroyed && ge.inflight == 0 {
+		fns := g.releaseExec(ge)
+		if len(fns) > 0 {
+			g.mu.Unlock()
+			runAll(fns)
+			g.mu.Lock()
+		}
+	}
+}
+
+// releaseExec drops an executable graph's references; it returns the user
+// object destructors to run once the lock is released.
+func (g *GPU) releaseExec(ge *graphExec) []func() {
+	if ge.released {
+		return nil
+	}
+	ge.released = true
+	ge.gr.execs--
+	for _, o := range ge.gr.allocs {
+		g.releaseGraphAlloc(o)
+	}
+	var fns []func()
+	for uo, n := range ge.uobjs {
+		fns = g.dropRefs(uo, int64(n), fns)
+	}
+	return fns
+}
+
+func (g *GPU) dropRefs(uo *userObject, n int64, fns []func()) []func() {
+	uo.refs -= n
+	if uo.refs <= 0 {
+		delete(g.uobjs, uo.h)
+		fns = append(fns, uo.fn)
+	}
+	return fns
+}
+
+func runAll(fns []func()) {
+	for _, f := range fns {
+		_ = callSafely(f)
+	}
+}
+
+// GraphExecDestroy destroys an executable graph; launches still queued
+// complete first, and its user-object references are released after them.
+func (g *GPU) GraphExecDestroy(h gpumem.GraphExec) error {
+	if err := g.enter(mGraphExecDestroy); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	ge := g.execs[h.Handle]
+	if ge == nil || ge.gr.dev.ord != h.Device {
+		g.mu.Unlock()
+		return errf(mGraphExecDestroy, codeInvalidValue, "graphexec(dev %d, %#x) is not a live executable graph", h.Device, h.Handle)
+	}
+	delete(g.execs, ge.h)
+	ge.destroyed = true
+	var fns []func()
+	if ge.inflight == 0 {
+		fns = g.releaseExec(ge)
+	}
+	g.mu.Unlock()
+	runAll(fns)
+	return nil
+}
+
+// GraphDestroy destroys a graph and releases its user-object references.
+// Executable graphs made from it stay valid.
+func (g *GPU) GraphDestroy(h gpumem.Graph) error {
+	if err := g.enter(mGraphDestroy); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	gr, err := g.lookupGraph(mGraphDestroy, h)
+	if err != nil {
+		g.mu.Unlock()
+		return err
+	}
+	delete(g.graphs, gr.h)
+	gr.destroyed = true
+	var fns []func()
+	for uo, n := range gr.uobjs {
+		fns = g.dropRefs(uo, int64(n), fns)
+	}
+	gr.uobjs = nil
+	for _, o := range gr.allocs {
+		g.releaseGraphAlloc(o)
+	}
+	g.mu.Unlock()
+	runAll(fns)
+	return nil
+}
+
+// UserObjectCreate makes a user object holding one reference; fn runs once
+// the last reference is released (by UserObjectRelease, or by destroying the
+// graphs and executable graphs that retained it), in the goroutine that
+// released it, with no lock held.
+func (g *GPU) UserObjectCreate(dev int, fn func()) (gpumem.UserObject, error) {
+	if err := g.enter(mUserObjectCreate); err != nil {
+		return gpumem.UserObject{}, err
+	}
+	if _, err := g.device(mUserObjectCreate, dev); err != nil {
+		return gpumem.UserObject{}, err
+	}
+	if fn == nil {
+		return gpumem.UserObject{}, errf(mUserObjectCreate, codeInvalidValue, "nil destructor")
+	}
+	stk := g.callers(1)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	uo := &userObject{h: g.handle(), dev: dev, fn: fn, refs: 1, stack: stk}
+	g.uobjs[uo.h] = uo
+	return gpumem.UserObject{Handle: uo.h, Device: dev}, nil
+}
+
+func (g *GPU) lookupUserObject(m method, o gpumem.UserObject) (*userObject, error) {
+	uo := g.uobjs[o.Handle]
+	if uo == nil || uo.dev != o.Device {
+		return nil, errf(m, codeInvalidValue, "userobject(dev %d, %#x) is not a live user object", o.Device, o.Handle)
+	}
+	return uo, nil
+}
+
+// UserObjectRelease releases count of the caller's references.
+func (g *GPU) UserObjectRelease(o gpumem.UserObject, count uint32) error {
+	if err := g.enter(mUserObjectRelease); err != nil {
+		return err
+	}
+	if count == 0 {
+		return errf(mUserObjectRelease, codeInvalidValue, "count 0")
+	}
+	g.mu.Lock()
+	uo, err := g.lookupUserObject(mUserObjectRelease, o)
+	if err != nil {
+		g.mu.Unlock()
+		return err
+	}
+	if int64(count) > uo.refs {
+		g.mu.Unlock()
+		return errf(mUserObjectRelease, codeInvalidValue, "releasing %d references of %d", count, uo.refs)
+	}
+	fns := g.dropRefs(uo, int64(count), nil)
+	g.mu.Unlock()
+	runAll(fns)
+	return nil
+}
+
+// GraphRetainUserObject gives the graph count references to o; with move
+// they are taken from the caller's references.
+func (g *GPU) GraphRetainUserObject(h gpumem.Graph, o gpumem.UserObject, count uint32, move bool) error {
+	if err := g.enter(mGraphRetainUserObject); err != nil {
+		return err
+	}
+	if count == 0 {
+		return errf(mGraphRetainUserObject, codeInvalidValue, "count 0")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gr, err := g.lookupGraph(mGraphRetainUserObject, h)
+	if err != nil {
+		return err
+	}
+	uo, err := g.lookupUserObject(mGraphRetainUserObject, o)
+	if err != nil {
+		return err
+	}
+	if move {
+		if int64(count) > uo.refs {
+			return errf(mGraphRetainUserObject, codeInvalidValue, "moving %d references of %d", count, uo.refs)
+		}
+	} else {
+		uo.refs += int64(count)
+	}
+	gr.uobjs[uo] += count
+	return nil
+}

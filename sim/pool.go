@@ -1,0 +1,489 @@
+package sim
+
+import (
+	"sort"
+
+	"github.com/gpumem/gpumem"
+)
+
+// A pool reserves chunks of its device's memory (whole multiples of the
+// granularity) and carves allocations out of them with a rangeSet whose
+// ranges never merge across chunks, so that a chunk with no allocation in
+// it can be released to the device. FreeAsync puts the range on the pool's
+// pending list; the stream that freed it (and streams ordered after the
+// free through event waits) may reuse it at once, in stream order; when the
+// stream reaches the free the range becomes free for everyone.
+type pool struct {
+	h         uintptr
+	dev       *device
+	isDefault bool
+	destroyed bool
+	maxSize   uint64
+
+	threshold                              uint64
+	reuseFollow, reuseOpp, reuseInternal   bool
+	reserved, reservedHigh, used, usedHigh uint64
+	chunks                                 map[uint64]*object
+	free                                   *rangeSet
+	pending                                []*pfree
+	access                                 []gpumem.Access
+	stack                                  stack
+}
+
+// pfree is a range freed with FreeAsync whose free the stream has not
+// reached yet.
+type pfree struct {
+	o           *object // the allocation freed
+	inChunk     bool    // o still sits in its chunk (no allocation reused its range yet)
+	start, size uint64
+	s           *stream
+	seq         uint64
+	idx         int // index in pool.pending
+}
+
+func (g *GPU) newPool(d *device, isDefault bool, maxSize uint64) *pool {
+	p := &pool{h: g.handle(), dev: d, isDefault: isDefault, maxSize: maxSize,
+		reuseFollow: true, reuseOpp: true, reuseInternal: true,
+		chunks: map[uint64]*object{}, free: newRangeSet(), access: make([]gpumem.Access, len(g.cfg.Devices))}
+	p.free.boundary = map[uint64]struct{}{}
+	p.access[d.ord] = gpumem.AccessReadWrite
+	g.pools[p.h] = p
+	return p
+}
+
+func (g *GPU) lookupPool(m method, mp gpumem.MemPool) (*pool, error) {
+	p := g.pools[mp.Handle]
+	if p == nil || p.destroyed || p.dev.ord != mp.Device {
+		return nil, errf(m, codeInvalidValue, "mempool(dev %d, %#x) is not a live pool", mp.Device, mp.Handle)
+	}
+	return p, nil
+}
+
+func (g *GPU) poolsSupported(m method, dev int) (*device, error) {
+	d, err := g.device(m, dev)
+	if err != nil {
+		return nil, err
+	}
+	if d.cfg.NoPools {
+		return nil, errf(m, codeNotSupported, "device %d has no stream-ordered pools", dev)
+	}
+	return d, nil
+}
+
+// DefaultMemPool returns the device's default pool (the pool MallocAsync uses).
+func (g *GPU) DefaultMemPool(dev int) (gpumem.MemPool, error) {
+	if err := g.enter(mDefaultMemPool); err != nil {
+		return gpumem.MemPool{}, err
+	}
+	d, err := g.poolsSupported(mDefaultMemPool, dev)
+	if err != nil {
+		return gpumem.MemPool{}, err
+	}
+	return gpumem.MemPool{Handle: d.defPool.h, Device: dev}, nil
+}
+
+// MemPoolCreate creates a pool on props.Device with a release threshold of 0.
+func (g *GPU) MemPoolCreate(props gpumem.PoolProps) (gpumem.MemPool, error) {
+	if err := g.enter(mMemPoolCreate); err != nil {
+		return gpumem.MemPool{}, err
+	}
+	d, err := g.poolsSupported(mMemPoolCreate, props.Device)
+	if err != nil {
+		return gpumem.MemPool{}, err
+	}
+	st := g.callers(1)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p := g.newPool(d, false, props.MaxSize)
+	p.stack = st
+	return gpumem.MemPool{Handle: p.h, Device: d.ord}, nil
+}
+
+// MemPoolDestroy destroys a created pool. Allocations still live keep their
+// memory until they are freed, as with cuMemPoolDestroy.
+func (g *GPU) MemPoolDestroy(mp gpumem.MemPool) error {
+	if err := g.enter(mMemPoolDestroy); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p, err := g.lookupPool(mMemPoolDestroy, mp)
+	if err != nil {
+		return err
+	}
+	if p.isDefault {
+		return errf(mMemPoolDestroy, codeInvalidValue, "the default pool cannot be destroyed")
+	}
+	p.destroyed = true
+	delete(g.pools, p.h)
+	g.releaseChunks(p, 0)
+	return nil
+}
+
+// MemPoolSetAttribute sets a pool attribute. The reserved and used
+// current values are read-only; their high-water marks accept only 0, which
+// resets them to the current value.
+func (g *GPU) MemPoolSetAttribute(mp gpumem.MemPool, a gpumem.PoolAttribute, v uint64) error {
+	if err := g.enter(mMemPoolSetAttribute); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p, err := g.lookupPool(mMemPoolSetAttribute, mp)
+	if err != nil {
+		return err
+	}
+	switch a {
+	case gpumem.PoolReleaseThreshold:
+		p.threshold = v
+	case gpumem.PoolReuseFollowEventDependencies:
+		p.reuseFollow = v != 0
+	case gpumem.PoolReuseAllowOpportunistic:
+		p.reuseOpp = v != 0
+	case gpumem.PoolReuseAllowInternalDependencies:
+		p.reuseInternal = v != 0
+	case gpumem.PoolReservedMemHigh, gpumem.PoolUsedMemHigh:
+		if v != 0 {
+			return errf(mMemPoolSetAttribute, codeInvalidValue, "%v can only be reset with 0", a)
+		}
+		if a == gpumem.PoolReservedMemHigh {
+			p.reservedHigh = p.reserved
+		} else {
+			p.usedHigh = p.used
+		}
+	default:
+		return errf(mMemPoolSetAttribute, codeInvalidValue, "%v cannot be set", a)
+	}
+	return nil
+}
+
+// MemPoolGetAttribute reads a pool attribute. Reserved memory counts the
+// chunks the pool holds; used memory counts its allocations (rounded to 512
+// bytes) whose free the stream has not reached yet.
+func (g *GPU) MemPoolGetAttribute(mp gpumem.MemPool, a gpumem.PoolAttribute) (uint64, error) {
+	if err := g.enter(mMemPoolGetAttribute); err != nil {
+		return 0, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p, err := g.lookupPool(mMemPoolGetAttribute, mp)
+	if err != nil {
+		return 0, err
+	}
+	b := func(x bool) uint64 {
+		if x {
+			return 1
+		}
+		return 0
+	}
+	switch a {
+	case gpumem.PoolReleaseThreshold:
+		return p.threshold, nil
+	case gpumem.PoolReuseFollowEventDependencies:
+		return b(p.reuseFollow), nil
+	case gpumem.PoolReuseAllowOpportunistic:
+		return b(p.reuseOpp), nil
+	case gpumem.PoolReuseAllowInternalDependencies:
+		return b(p.reuseInternal), nil
+	case gpumem.PoolReservedMemCurrent:
+		return p.reserved, nil
+	case gpumem.PoolReservedMemHigh:
+		return p.reservedHigh, nil
+	case gpumem.PoolUsedMemCurrent:
+		return p.used, nil
+	case gpumem.PoolUsedMemHigh:
+		return p.usedHigh, nil
+	}
+	return 0, errf(mMemPoolGetAttribute, codeInvalidValue, "unknown pool attribute %v", a)
+}
+
+// MemPoolTrimTo releases chunks with no allocation in them until the pool
+// reserves at most keep bytes (or no such chunk is left).
+func (g *GPU) MemPoolTrimTo(mp gpumem.MemPool, keep uint64) error {
+	if err := g.enter(mMemPoolTrimTo); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p, err := g.lookupPool(mMemPoolTrimTo, mp)
+	if err != nil {
+		return err
+	}
+	g.releaseChunks(p, keep)
+	return nil
+}
+
+// MemPoolSetAccess grants device dev access to the pool's memory. The
+// pool's own device always has read-write access.
+func (g *GPU) MemPoolSetAccess(mp gpumem.MemPool, dev int, a gpumem.Access) error {
+	if err := g.enter(mMemPoolSetAccess); err != nil {
+		return err
+	}
+	if _, err := g.device(mMemPoolSetAccess, dev); err != nil {
+		return err
+	}
+	if a < gpumem.AccessNone || a > gpumem.AccessReadWrite {
+		return errf(mMemPoolSetAccess, codeInvalidValue, "bad access %d", int(a))
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p, err := g.lookupPool(mMemPoolSetAccess, mp)
+	if err != nil {
+		return err
+	}
+	if dev == p.dev.ord {
+		if a != gpumem.AccessReadWrite {
+			return errf(mMemPoolSetAccess, codeInvalidValue, "the pool's own device keeps read-write access")
+		}
+		return nil
+	}
+	if !g.peerPossible(dev, p.dev.ord) {
+		return errf(mMemPoolSetAccess, codePeerAccessUnsupported, "device %d cannot access device %d", dev, p.dev.ord)
+	}
+	p.access[dev] = a
+	return nil
+}
+
+// MemPoolGetAccess reports device dev's access to the pool's memory.
+func (g *GPU) MemPoolGetAccess(mp gpumem.MemPool, dev int) (gpumem.Access, error) {
+	if err := g.enter(mMemPoolGetAccess); err != nil {
+		return 0, err
+	}
+	if _, err := g.device(mMemPoolGetAccess, dev); err != nil {
+		return 0, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p, err := g.lookupPool(mMemPoolGetAccess, mp)
+	if err != nil {
+		return 0, err
+	}
+	return p.access[dev], nil
+}
+
+// MallocAsync allocates from the device's default pool, ordered on s.
+func (g *GPU) MallocAsync(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
+	if err := g.enter(mMallocAsync); err != nil {
+		return 0, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st, err := g.lookupStream(mMallocAsync, s)
+	if err != nil {
+		return 0, err
+	}
+	if st.dev.cfg.NoPools {
+		return 0, errf(mMallocAsync, codeNotSupported, "device %d has no stream-ordered pools", st.dev.ord)
+	}
+	return g.poolAlloc(mMallocAsync, st.dev.curPool, size, st)
+}
+
+// MallocFromPoolAsync allocates from pool p, ordered on s.
+func (g *GPU) MallocFromPoolAsync(size uint64, mp gpumem.MemPool, s gpumem.Stream) (gpumem.Ptr, error) {
+	if err := g.enter(mMallocFromPoolAsync); err != nil {
+		return 0, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st, err := g.lookupStream(mMallocFromPoolAsync, s)
+	if err != nil {
+		return 0, err
+	}
+	p, err := g.lookupPool(mMallocFromPoolAsync, mp)
+	if err != nil {
+		return 0, err
+	}
+	return g.poolAlloc(mMallocFromPoolAsync, p, size, st)
+}
+
+// poolAlloc allocates size bytes from p for work ordered on st; lock held.
+func (g *GPU) poolAlloc(m method, p *pool, size uint64, st *stream) (gpumem.Ptr, error) {
+	if err := checkSize(m, size); err != nil {
+		return 0, err
+	}
+	n := roundUp(size, Alignment)
+	if st.cap != nil {
+		return g.captureAlloc(m, p, size, n, st)
+	}
+	var stk stack
+	if !g.cfg.NoStacks {
+		stk = g.callers(2)
+	}
+	start, fromPending, ok := g.takePending(p, n, st)
+	if !ok {
+		start, ok = p.free.alloc(n)
+	}
+	if !ok {
+		var err error
+		if start, err = g.grow(m, p, n); err != nil {
+			return 0, err
+		}
+	}
+	chunk := g.spanAt(start)
+	o := &object{kind: objPoolAlloc, id: g.id(), start: start, size: n, req: size, dev: p.dev.ord, stack: stk, pool: p, chunk: chunk, stream: st}
+	insertSub(chunk, o)
+	g.allocs[start] = o
+	if !fromPending {
+		p.used += n
+		p.usedHigh = max(p.usedHigh, p.used)
+	}
+	return gpumem.Ptr(start), nil
+}
+
+// takePending reuses a range freed in stream order that st is ordered after.
+func (g *GPU) takePending(p *pool, n uint64, st *stream) (uint64, bool, bool) {
+	for _, pf := range p.pending {
+		if pf.size < n {
+			continue
+		}
+		if pf.s != st && !(p.reuseFollow && st.ordered != nil && st.ordered[pf.s] >= pf.seq) {
+			continue
+		}
+		if pf.inChunk {
+			// The freed allocation leaves its chunk now: its range belongs to
+			// the new allocation. Work queued on it earlier in stream order
+			// is still fine: the detector only flags it once the free runs.
+			removeSub(pf.o.chunk, pf.o)
+			pf.inChunk = false
+		}
+		start := pf.start
+		pf.start += n
+		pf.size -= n
+		return start, true, true
+	}
+	return 0, false, false
+}
+
+// grow reserves a new chunk for an allocation of n bytes.
+func (g *GPU) grow(m method, p *pool, n uint64) (uint64, error) {
+	d := p.dev
+	cs := roundUp(n, d.cfg.Granularity)
+	if p.maxSize > 0 && p.reserved+cs > p.maxSize {
+		return 0, vendorErr(m, codeOutOfMemory)
+	}
+	if !g.reserve(d, cs) {
+		g.releaseChunks(p, 0)
+		if !g.reserve(d, cs) {
+			return 0, vendorErr(m, codeOutOfMemory)
+		}
+	}
+	start, ok := d.va.alloc(cs)
+	if !ok {
+		d.used -= cs
+		return 0, vendorErr(m, codeOutOfMemory)
+	}
+	c := &object{kind: objPoolChunk, id: g.id(), start: start, size: cs, req: cs, dev: d.ord, pool: p}
+	g.spans.insert(start, c)
+	p.chunks[start] = c
+	p.free.boundary[start] = struct{}{}
+	p.reserved += cs
+	p.reservedHigh = max(p.reservedHigh, p.reserved)
+	p.free.release(start, cs)
+	a, _ := p.free.alloc(n)
+	// The chunk is exactly free, so the first fit is at its start unless
+	// another range fitted first; either is a valid fit of n bytes.
+	return a, nil
+}
+
+// releaseChunks releases chunks with nothing allocated in them until p
+// reserves at most keep bytes; lock held.
+func (g *GPU) releaseChunks(p *pool, keep uint64) {
+	if p.reserved <= keep {
+		return
+	}
+	starts := make([]uint64, 0, len(p.chunks))
+	for s := range p.chunks {
+		starts = append(starts, s)
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i] > starts[j] })
+	for _, s := range starts {
+		if p.reserved <= keep {
+			return
+		}
+		c := p.chunks[s]
+		if len(c.subs) > 0 || !p.free.removeExact(c.start, c.size) {
+			continue
+		}
+		delete(p.chunks, s)
+		delete(p.free.boundary, s)
+		g.spans.remove(s, c)
+		p.reserved -= c.size
+		d := p.dev
+		d.used -= c.size
+		d.store.drop(c.start, c.size)
+		d.va.release(c.start, c.size)
+		c.freed = true
+	}
+}
+
+// trimPools applies the pools' release thresholds at a synchronization point.
+func (g *GPU) trimPools(d *device) {
+	for _, p := range g.pools {
+		if p.dev == d && p.reserved > p.threshold {
+			g.releaseChunks(p, p.threshold)
+		}
+	}
+}
+
+func insertSub(c *object, o *object) {
+	i := sort.Search(len(c.subs), func(i int) bool { return c.subs[i].start > o.start })
+	c.subs = append(c.subs, nil)
+	copy(c.subs[i+1:], c.subs[i:])
+	c.subs[i] = o
+}
+
+func removeSub(c *object, o *object) {
+	i := sort.Search(len(c.subs), func(i int) bool { return c.subs[i].start >= o.start })
+	if i < len(c.subs) && c.subs[i] == o {
+		c.subs = append(c.subs[:i], c.subs[i+1:]...)
+	}
+}
+
+// FreeAsync frees stream-ordered memory when s reaches this point; work
+// queued on s before it may still use the memory, and MallocAsync on s (or
+// on streams ordered after it by an event) may reuse it at once.
+func (g *GPU) FreeAsync(ptr gpumem.Ptr, s gpumem.Stream) error {
+	if err := g.enter(mFreeAsync); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st, err := g.lookupStream(mFreeAsync, s)
+	if err != nil {
+		return err
+	}
+	o := g.allocs[uint64(ptr)]
+	if o == nil || (o.kind != objPoolAlloc && o.kind != objGraphAlloc) {
+		return errf(mFreeAsync, codeInvalidValue, "%#x is not a live stream-ordered allocation%s", uint64(ptr), g.hint(uint64(ptr)))
+	}
+	if st.cap != nil || o.kind == objGraphAlloc {
+		return g.freeGraphOrCaptured(st, o)
+	}
+	p := o.pool
+	delete(g.allocs, o.start)
+	pf := &pfree{o: o, inChunk: true, start: o.start, size: o.size, s: st, seq: st.enq + 1, idx: len(p.pending)}
+	p.pending = append(p.pending, pf)
+	return g.enqueue(st, &op{kind: opFree, m: mFreeAsync, obj: o, pf: pf})
+}
+
+// completeFree runs when a stream reaches a FreeAsync; lock held.
+func (g *GPU) completeFree(pf *pfree) {
+	o := pf.o
+	p := o.pool
+	o.freed = true
+	if pf.inChunk {
+		removeSub(o.chunk, o)
+		g.dropTags(o.start, o.size)
+	}
+	last := len(p.pending) - 1
+	p.pending[pf.idx] = p.pending[last]
+	p.pending[pf.idx].idx = pf.idx
+	p.pending = p.pending[:last]
+	if pf.size > 0 {
+		p.free.release(pf.start, pf.size)
+		p.used -= pf.size
+	}
+	if p.destroyed {
+		g.releaseChunks(p, 0)
+	}
+}
