@@ -72,7 +72,7 @@ func (d *device) allocExpandable(p *pool, size, rounded uint64, s gpumem.Stream)
 	}
 	chunk := d.chunkFor(p)
 	va := (2*d.total + chunk - 1) / chunk * chunk
-	base, err := d.a.b.MemAddressReserve(va, chunk)
+	base, err := d.a.b.MemAddressReserve(va, d.gran)
 	if err != nil {
 		if errors.Is(err, gpumem.ErrNotSupported) {
 			d.disableExpandable(err)
