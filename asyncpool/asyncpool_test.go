@@ -556,10 +556,8 @@ func TestOwnPoolAndPeers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		r.finish()
-		_ = r.g.StreamDestroy(s1)
-	}()
+	r.ss = append(r.ss, s1)
+	defer r.finish()
 	p := r.alloc(mib, r.ss[0])
 	q := r.alloc(mib, s1)
 	// Device 1's stream uses device 0's memory: recorded, then freed from it.

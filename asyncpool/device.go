@@ -62,6 +62,7 @@ type device struct {
 	pending   atomic.Int64 // bytes freed by users but not known released
 	queued    atomic.Int32 // len(fifo), for a lock-free check
 	hookCaps  atomic.Int32 // captures open through BeginCapture
+	unheld    atomic.Int32 // graph states whose user object the graph does not hold yet
 
 	mu      sync.Mutex // guards everything below up to freeMu
 	recs    map[gpumem.Ptr]record
@@ -189,6 +190,9 @@ func (d *device) captureInfo(s gpumem.Stream) (gpumem.CaptureInfo, error) {
 // process destroyed graphs, free what they released, and learn which
 // pending frees have completed. Failures are left for a later call.
 func (d *device) housekeep() {
+	if d.unheld.Load() > 0 {
+		d.retainLater()
+	}
 	if d.relFlag.Load() {
 		d.processReleased()
 	}

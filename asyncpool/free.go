@@ -282,6 +282,9 @@ func (d *device) trim() error {
 		return fmt.Errorf("asyncpool: trimming device %d: %w: %w", d.id, ErrCaptureActive, gpumem.ErrInvalidValue)
 	}
 	var errs []error
+	if d.unheld.Load() > 0 {
+		d.retainLater()
+	}
 	d.processReleased()
 	if err := d.flushGraphFrees(); err != nil {
 		errs = append(errs, err)
@@ -308,6 +311,9 @@ func (d *device) close() error {
 	defer d.life.Unlock()
 	d.closed = true
 	var errs []error
+	if d.unheld.Load() > 0 {
+		d.retainLater()
+	}
 	d.processReleased()
 	if err := d.flushGraphFrees(); err != nil {
 		errs = append(errs, err)

@@ -19,9 +19,11 @@ type graphState struct {
 	graph    gpumem.Graph
 	launched atomic.Bool // set by a host node of the graph: it ran at least once
 	aborted  atomic.Bool // the user object was never handed to the graph
+	uo       gpumem.UserObject
 
 	// Guarded by d.mu.
 	marked    bool                    // the launch marker node was captured
+	unheld    bool                    // the graph does not hold uo yet (see retainLater)
 	destroyed bool                    // the graph is gone (processed)
 	allocs    map[gpumem.Ptr]struct{} // live records allocated in this capture
 	deferred  []gpumem.Ptr            // records freed in this capture (case 3)
@@ -57,7 +59,13 @@ func (d *device) graphFor(ci gpumem.CaptureInfo, s gpumem.Stream) (*graphState, 
 	if err != nil {
 		return nil, fmt.Errorf("asyncpool: creating the user object of capture %d on %v: %w", ci.ID, s, err)
 	}
-	if err := d.b.GraphRetainUserObject(ci.Graph, uo, 1, true); err != nil {
+	gs.uo = uo
+	unheld := false
+	if err := d.b.GraphRetainUserObject(ci.Graph, uo, 1, true); errors.Is(err, gpumem.ErrInvalidValue) {
+		// Some backends refuse a graph still being captured: hand the
+		// object over once the capture has ended (retainLater).
+		unheld = true
+	} else if err != nil {
 		gs.aborted.Store(true)
 		err = fmt.Errorf("asyncpool: handing a user object to the graph of capture %d on %v: %w", ci.ID, s, err)
 		if rerr := d.b.UserObjectRelease(uo, 1); rerr != nil {
@@ -75,7 +83,53 @@ func (d *device) graphFor(ci gpumem.CaptureInfo, s gpumem.Stream) (*graphState, 
 	}
 	d.graphs[ci.ID] = gs
 	gs.noteStream(s)
+	if unheld {
+		gs.unheld = true
+		d.unheld.Add(1)
+	}
 	return gs, nil
+}
+
+// retainLater hands their user objects to graphs whose capture has ended
+// (see graphFor). A graph already destroyed refuses it: releasing our
+// reference then runs the destructor, which is what destruction would
+// have done.
+func (d *device) retainLater() {
+	d.mu.Lock()
+	var todo []*graphState
+	for _, gs := range d.graphs {
+		if gs.unheld {
+			todo = append(todo, gs)
+		}
+	}
+	d.mu.Unlock()
+	for _, gs := range todo {
+		d.mu.Lock()
+		streams := append([]gpumem.Stream(nil), gs.streams...)
+		d.mu.Unlock()
+		open := false
+		for _, s := range streams {
+			ci, err := d.b.StreamCaptureInfo(s)
+			if err != nil || (ci.Status != gpumem.CaptureNone && ci.ID == gs.id) {
+				open = true
+				break
+			}
+		}
+		if open {
+			continue
+		}
+		err := d.b.GraphRetainUserObject(gs.graph, gs.uo, 1, true)
+		if err != nil && !errors.Is(err, gpumem.ErrInvalidValue) {
+			continue // try again later
+		}
+		d.mu.Lock()
+		gs.unheld = false
+		d.mu.Unlock()
+		d.unheld.Add(-1)
+		if err != nil {
+			_ = d.b.UserObjectRelease(gs.uo, 1) // the graph is gone
+		}
+	}
 }
 
 func (gs *graphState) noteStream(s gpumem.Stream) {
@@ -317,6 +371,9 @@ func (a *Allocator) EndCapture(s gpumem.Stream) (gpumem.Graph, error) {
 	g, err := a.b.StreamEndCapture(s)
 	if d.hookCaps.Load() > 0 {
 		d.hookCaps.Add(-1)
+	}
+	if d.unheld.Load() > 0 {
+		d.retainLater()
 	}
 	if err != nil {
 		return g, fmt.Errorf("asyncpool: ending capture on %v: %w", s, err)

@@ -17,6 +17,9 @@ func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) 
 		d.mu.Lock()
 		d.stats.NumAllocRetries++
 		d.mu.Unlock()
+		if d.unheld.Load() > 0 {
+			d.retainLater()
+		}
 		d.processReleased()
 		if err := d.flushGraphFrees(); err != nil {
 			extra = append(extra, err)
