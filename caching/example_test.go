@@ -7,18 +7,15 @@ import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/caching"
 	"github.com/gpumem/gpumem/config"
+	"github.com/gpumem/gpumem/sim"
 )
 
-// exampleBackend is a stand-in device for the examples: the examples run
-// against any gpumem.Backend (gpumem.Open, or the simulator in package sim).
-var exampleBackend gpumem.Backend
-
+// The allocator runs on any gpumem.Backend: gpumem.Open for a real GPU, or
+// the simulator, as here.
 func Example() {
-	if exampleBackend == nil {
-		fmt.Println("allocated 1000 bytes, then freed them")
-		return
-	}
-	a, err := caching.New(exampleBackend, caching.DefaultOptions())
+	g := sim.NewDefault()
+	defer g.Close()
+	a, err := caching.New(g, caching.DefaultOptions())
 	if err != nil {
 		panic(err)
 	}
@@ -28,9 +25,60 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("allocated 1000 bytes, then freed them")
+	q, _ := a.Allocate(3000, s) // carved from the same 2 MiB small segment
+	st := a.Stats(0)
+	fmt.Println("allocated:", st.AllocatedBytes[gpumem.StatAll].Current, "reserved:", st.ReservedBytes[gpumem.StatAll].Current)
 	_ = a.Deallocate(p, s)
-	// Output: allocated 1000 bytes, then freed them
+	_ = a.Deallocate(q, s)
+	r, _ := a.Allocate(1000, s) // a cache hit: the same memory, no device call
+	fmt.Println("reused:", r == p)
+	_ = a.Deallocate(r, s)
+	// Output:
+	// allocated: 4096 reserved: 2097152
+	// reused: true
+}
+
+// Record that a second stream uses an allocation: its memory is reused only
+// after that stream has finished the work queued before the free.
+func ExampleAllocator_RecordStream() {
+	g := sim.NewDefault()
+	defer g.Close()
+	a, _ := caching.New(g, caching.Options{})
+	defer a.Close()
+	main := gpumem.Stream{Device: 0}
+	side, _ := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	defer g.StreamDestroy(side)
+	p, _ := a.Allocate(1<<20, main)
+	_ = a.RecordStream(p, side)
+	_ = a.Deallocate(p, main)
+	_ = g.StreamSynchronize(side)
+	q, _ := a.Allocate(1<<20, main) // the side stream's event has completed
+	fmt.Println("reused after the side stream:", q == p)
+	_ = a.Deallocate(q, main)
+	// Output: reused after the side stream: true
+}
+
+// Graph captures allocate from a private pool that lives as long as the graph.
+func ExampleAllocator_BeginCapture() {
+	g := sim.NewDefault()
+	defer g.Close()
+	a, _ := caching.New(g, caching.DefaultOptions())
+	defer a.Close()
+	s, _ := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	defer g.StreamDestroy(s)
+	_ = g.StreamBeginCapture(s, gpumem.CaptureModeRelaxed)
+	pool, _ := a.BeginCapture(s, 0)
+	p, _ := a.Allocate(4096, s)
+	_ = a.Deallocate(p, s)
+	graph, _ := g.StreamEndCapture(s)
+	_ = a.EndCapture(s)
+	fmt.Println("segments while the graph lives:", a.Stats(0).Segment[gpumem.StatAll].Current)
+	_ = g.GraphDestroy(graph)
+	_ = a.ReleasePool(pool)
+	fmt.Println("after releasing its pool:", a.Stats(0).Segment[gpumem.StatAll].Current)
+	// Output:
+	// segments while the graph lives: 1
+	// after releasing its pool: 0
 }
 
 // OptionsFromConf turns a GPUMEM_ALLOC_CONF string into Options.

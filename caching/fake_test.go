@@ -3,7 +3,6 @@ package caching
 import (
 	"fmt"
 	"sync"
-	"testing"
 
 	"github.com/gpumem/gpumem"
 )
@@ -163,8 +162,3 @@ func (f *fakeGPU) MemUnmap(p gpumem.Ptr, size uint64) error {
 	return nil
 }
 func (f *fakeGPU) MemSetAccess(gpumem.Ptr, uint64, int, gpumem.Access) error { return nil }
-
-// replayBackend returns the backend trace replays run on and its four streams.
-func replayBackend(t testing.TB) (gpumem.Backend, [4]gpumem.Stream) {
-	return newFake(140 << 30), fakeStreams()
-}

@@ -320,3 +320,11 @@ func TestRandomSim(t *testing.T) {
 		})
 	}
 }
+
+// replayBackend returns the simulator traces replay on (140 GiB, as an
+// H200) and four non-blocking streams, as the GPU anchor uses.
+func replayBackend(t testing.TB) (gpumem.Backend, [4]gpumem.Stream) {
+	g, ss := newSim(t, sim.DefaultCapacity, false)
+	t.Cleanup(func() { closeSim(t, g, ss) })
+	return g, ss
+}
