@@ -71,3 +71,28 @@ func BenchmarkParallel16(b *testing.B) {
 	}
 	wg.Wait()
 }
+
+// BenchmarkReplay reports host time per allocation+free pair replaying the
+// real traces on the simulator (segment creation included), and the
+// overhead (peak reserved over the floor).
+func BenchmarkReplay(b *testing.B) {
+	for _, name := range []string{"gpt2", "mix2"} {
+		for _, c := range []struct {
+			name string
+			opts Options
+		}{{"default", DefaultOptions()}, {"expandable", expandableOptions()}} {
+			b.Run(name+"/"+c.name, func(b *testing.B) {
+				tr := loadTrace(b, name)
+				pairs := tr.Stats().Pairs
+				var r replayResult
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					g, ss := replayBackend(b)
+					r = replay(b, g, c.opts, tr, ss)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*pairs), "ns/pair")
+				b.ReportMetric(float64(r.peakReserved)/float64(r.peakRequested), "overhead")
+			})
+		}
+	}
+}
