@@ -188,6 +188,7 @@ func (b *Buffer) acquire(s gpumem.Stream, async bool) (gpumem.Ptr, error) {
 		ev := b.readyEv
 		if done, err := m.b.EventQuery(ev); err == nil && done {
 			b.ready = false
+			m.events = append(m.events, ev)
 		} else if err := m.b.StreamWaitEvent(s, ev); err != nil {
 			return 0, fmt.Errorf("deferrable: acquire: order %v after the copy: %w", s, err)
 		}

@@ -67,21 +67,22 @@ type Manager struct {
 	mv     *mover
 	disk   *diskStore
 
-	mu       sync.Mutex
-	cond     sync.Cond
-	closed   bool
-	live     map[*Buffer]struct{}
-	holds    map[gpumem.Stream]map[*Buffer]struct{} // buffers held or pending on a stream
-	nMoving  int                                    // buffers moving plus allocations in flight; Close waits for 0
-	nextID   uint64
-	clock    uint64
-	tiers    [numTiers]TierStats
-	hostRsv  uint64 // host bytes reserved by spills in flight
-	st       Stats  // counters (tier and lock figures are computed)
-	events   []gpumem.Event
-	hist     []gpumem.HistoryEntry
-	histNext int
-	histCap  int
+	mu        sync.Mutex
+	cond      sync.Cond
+	closed    bool
+	live      map[*Buffer]struct{}
+	holds     map[gpumem.Stream]map[*Buffer]struct{} // buffers held or pending on a stream
+	nMoving   int                                    // buffers moving plus allocations in flight; Close waits for 0
+	nSpilling int                                    // buffers being spilled off the device
+	nextID    uint64
+	clock     uint64
+	tiers     [numTiers]TierStats
+	hostRsv   uint64 // host bytes reserved by spills in flight
+	st        Stats  // counters (tier and lock figures are computed)
+	events    []gpumem.Event
+	hist      []gpumem.HistoryEntry
+	histNext  int
+	histCap   int
 }
 
 // New returns a manager of device dev's deferrable buffers on backend b.
@@ -231,7 +232,7 @@ func (m *Manager) allocDevice(size uint64, cs gpumem.Stream) (gpumem.Ptr, error)
 		cur := m.tiers[TierDevice].Bytes
 		m.mu.Unlock()
 		if cur+size > m.devLim {
-			m.spillDevice(cur + size - m.devLim) // soft: go on whatever it freed
+			m.spillDevice(cur+size-m.devLim, false) // soft: go on whatever it freed
 		}
 	}
 	for attempt := 0; ; attempt++ {
@@ -245,8 +246,8 @@ func (m *Manager) allocDevice(size uint64, cs gpumem.Stream) (gpumem.Ptr, error)
 		if attempt >= maxOOMRetries {
 			return 0, fmt.Errorf("deferrable: allocate %s: still out of memory after %d spills: %w", gpumem.FormatBytes(size), attempt, err)
 		}
-		freed, serr := m.spillDevice(m.shortfall(size, attempt))
-		if freed == 0 {
+		freed, waited, serr := m.spillDevice(m.shortfall(size, attempt), true)
+		if freed == 0 && !waited {
 			if serr != nil {
 				return 0, fmt.Errorf("deferrable: allocate %s: spilling failed (%v): %w", gpumem.FormatBytes(size), serr, err)
 			}
@@ -282,12 +283,21 @@ func (m *Manager) OOMHandler() gpumem.OOMHandler {
 		if requested == 0 {
 			requested = 1
 		}
-		freed, _ := m.spillDevice(m.shortfall(requested, attempt))
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return false
+		}
+		m.nMoving++ // Close waits for this handler
+		m.mu.Unlock()
+		freed, waited, _ := m.spillDevice(m.shortfall(requested, attempt), true)
 		m.mu.Lock()
 		m.st.OOMHandlerCalls++
 		m.st.OOMSpilledBytes += freed
+		m.nMoving--
+		m.cond.Broadcast()
 		m.mu.Unlock()
-		return freed > 0
+		return freed > 0 || waited
 	}
 }
 
@@ -299,12 +309,16 @@ func (m *Manager) Spill(bytes uint64) (uint64, error) {
 	if err := m.usable("spill"); err != nil {
 		return 0, err
 	}
-	return m.spillDevice(bytes)
+	freed, _, err := m.spillDevice(bytes, false)
+	return freed, err
 }
 
-// spillDevice frees at least need device bytes if it can. Called with no lock held.
-func (m *Manager) spillDevice(need uint64) (uint64, error) {
-	var freed uint64
+// spillDevice frees at least need device bytes if it can. With wait, when
+// nothing can be spilled now it waits instead for what will free device
+// memory soon: spills in flight on other goroutines, or an asynchronous
+// release (EventSynchronize on its fence), and reports that it waited, so
+// that the caller retries. Called with no lock held.
+func (m *Manager) spillDevice(need uint64, wait bool) (freed uint64, waited bool, err error) {
 	var errs []error
 	for round := 0; freed < need && round < 8; round++ {
 		m.mu.Lock()
@@ -313,13 +327,36 @@ func (m *Manager) spillDevice(need uint64) (uint64, error) {
 			break
 		}
 		victims := m.chooseLocked(TierDevice, need-freed)
-		m.mu.Unlock()
 		if len(victims) == 0 {
-			break
+			if !wait || waited {
+				m.mu.Unlock()
+				break
+			}
+			if m.nSpilling > 0 {
+				for n := m.nSpilling; n > 0 && m.nSpilling == n && !m.closed; {
+					m.cond.Wait()
+				}
+				m.mu.Unlock()
+				waited = true
+				continue
+			}
+			ev, ok := m.pendingFenceLocked()
+			m.mu.Unlock()
+			if !ok {
+				break
+			}
+			m.b.EventSynchronize(ev)
+			waited = true
+			continue
 		}
+		m.nSpilling += len(victims)
+		m.mu.Unlock()
 		progress := false
 		for _, v := range victims {
 			notify, err := m.spillOne(v)
+			m.mu.Lock()
+			m.nSpilling--
+			m.mu.Unlock()
 			m.doneMoving(v)
 			notify()
 			if err != nil {
@@ -333,7 +370,23 @@ func (m *Manager) spillDevice(need uint64) (uint64, error) {
 			break
 		}
 	}
-	return freed, errors.Join(errs...)
+	return freed, waited, errors.Join(errs...)
+}
+
+// pendingFenceLocked finds a fence whose completion would unlock a device
+// buffer held only by asynchronous releases.
+func (m *Manager) pendingFenceLocked() (gpumem.Event, bool) {
+	for b := range m.live {
+		if b.tier != TierDevice || b.moving || b.syncLocks > 0 || len(b.held) > 0 {
+			continue
+		}
+		for s, n := range b.pending {
+			if n > 0 {
+				return b.fences[s], true
+			}
+		}
+	}
+	return gpumem.Event{}, false
 }
 
 // chooseLocked asks the policy for victims among the unlocked buffers of tier
