@@ -391,7 +391,10 @@ func (d *device) newBlock() *block {
 }
 
 func (d *device) recycle(b *block) {
-	*b = block{uses: b.uses[:0]}
+	b.prev, b.next, b.seg, b.pool = nil, nil, nil, nil
+	b.allocated, b.inTree, b.counted = false, false, false
+	b.events, b.requested = 0, 0
+	b.uses = b.uses[:0]
 	d.spare = append(d.spare, b)
 }
 
