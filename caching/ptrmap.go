@@ -35,19 +35,6 @@ func (m *ptrMap) get(p gpumem.Ptr) *block {
 	}
 }
 
-// index returns the slot holding p, or -1.
-func (m *ptrMap) index(p gpumem.Ptr) int {
-	for i := m.slot(p); ; i = (i + 1) & m.mask {
-		k := m.keys[i]
-		if k == p {
-			return int(i)
-		}
-		if k == 0 {
-			return -1
-		}
-	}
-}
-
 func (m *ptrMap) put(p gpumem.Ptr, b *block) {
 	if uint64(m.n+1)*4 > (m.mask+1)*3 {
 		m.grow()
