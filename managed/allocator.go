@@ -1,0 +1,522 @@
+package managed
+
+// See doc.go for an overview.
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/caching"
+)
+
+// ErrNotEnabled is returned by New when unified memory is not enabled and
+// Options.Force is not set. It matches gpumem.ErrNotSupported.
+var ErrNotEnabled = fmt.Errorf("managed: unified memory is not enabled (call managed.Enable(true) or set %s=1, or set Options.Force): %w", EnvEnable, gpumem.ErrNotSupported)
+
+// nshards is the number of buffer-table shards; a power of two.
+const nshards = 64
+
+// shard is one lock's worth of the live-buffer table.
+type shard struct {
+	mu sync.Mutex
+	m  map[gpumem.Ptr]*Buffer
+}
+
+// Allocator is the caching managed-memory allocator: one allocator for host
+// and device requests, over two caching pools of managed memory with the
+// seed's initial hints. See the package documentation for the design. It is
+// safe for concurrent use.
+type Allocator struct {
+	b    gpumem.Backend
+	opts Options
+	ndev int
+
+	dev, host     *caching.Allocator // device-preferred and host-preferred pools
+	devUp, hostUp *upstream
+
+	migrates []bool   // per device: pages migrate (concurrent managed access)
+	totals   []uint64 // per device: total memory
+	limit    uint64   // the guard's cap on managed bytes; 0: none
+	reserved atomic.Uint64
+	resident []atomic.Int64 // bytes of live buffers believed resident: [0] host, [1+d] device d
+
+	// dirty is set when restoring a moved buffer's hints failed: from then
+	// on every block handed out gets its hints again.
+	dirty  atomic.Bool
+	closed atomic.Bool
+
+	shards [nshards]shard
+
+	cbMu      sync.Mutex
+	observers []gpumem.OOMObserver
+}
+
+var (
+	_ gpumem.Resource       = (*Allocator)(nil)
+	_ gpumem.StreamRecorder = (*Allocator)(nil)
+)
+
+// New returns a managed allocator over b. It fails with ErrNotEnabled unless
+// unified memory is enabled or opts.Force is set, with ErrNotSupported when
+// a device has no managed memory or CoarseGrain is asked of a backend other
+// than HIP, and with ErrInvalidValue for bad options. It allocates nothing
+// until asked.
+func New(b gpumem.Backend, opts Options) (*Allocator, error) {
+	if b == nil {
+		return nil, fmt.Errorf("managed: nil backend: %w", gpumem.ErrInvalidValue)
+	}
+	if !opts.Force && !Enabled() {
+		return nil, ErrNotEnabled
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if opts.MaxDeviceFraction == 0 {
+		opts.MaxDeviceFraction = DefaultMaxDeviceFraction
+	}
+	if opts.PageSize == 0 {
+		opts.PageSize = DefaultPageSize
+	}
+	if opts.CoarseGrain && b.Name() != "hip" {
+		return nil, fmt.Errorf("managed: coarse-grain advice is HIP's; backend %q has none: %w", b.Name(), gpumem.ErrNotSupported)
+	}
+	n, err := b.DeviceCount()
+	if err != nil {
+		return nil, fmt.Errorf("managed: counting devices: %w", err)
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("managed: no device: %w", gpumem.ErrNoDevice)
+	}
+	a := &Allocator{b: b, opts: opts, ndev: n, migrates: make([]bool, n), totals: make([]uint64, n),
+		resident: make([]atomic.Int64, n+1)}
+	for i := range a.shards {
+		a.shards[i].m = map[gpumem.Ptr]*Buffer{}
+	}
+	var smallest uint64
+	for d := 0; d < n; d++ {
+		has, err := b.DeviceAttribute(d, gpumem.AttrManagedMemory)
+		if err != nil {
+			return nil, fmt.Errorf("managed: device %d managed-memory attribute: %w", d, err)
+		}
+		if has == 0 {
+			return nil, fmt.Errorf("managed: device %d has no managed memory: %w", d, gpumem.ErrNotSupported)
+		}
+		cma, err := b.DeviceAttribute(d, gpumem.AttrConcurrentManagedAccess)
+		a.migrates[d] = err == nil && cma != 0
+		if !a.migrates[d] {
+			a.logf("managed: device %d cannot migrate managed pages (concurrent managed access 0): memory stays in host memory; moves update advice only", d)
+		}
+		_, total, err := b.MemInfo(d)
+		if err != nil {
+			return nil, fmt.Errorf("managed: device %d memory info: %w", d, err)
+		}
+		a.totals[d] = total
+		if d == 0 || total < smallest {
+			smallest = total
+		}
+	}
+	if !opts.AllowOversubscription {
+		a.limit = uint64(opts.MaxDeviceFraction * float64(smallest))
+	}
+	a.devUp, a.hostUp = newUpstream(a, false, n), newUpstream(a, true, n)
+	co := opts.Caching
+	co.Upstream = a.devUp
+	if a.dev, err = caching.New(b, co); err != nil {
+		return nil, fmt.Errorf("managed: device pool: %w", err)
+	}
+	co.Upstream = a.hostUp
+	if a.host, err = caching.New(b, co); err != nil {
+		_ = a.dev.Close()
+		return nil, fmt.Errorf("managed: host pool: %w", err)
+	}
+	for _, p := range []*caching.Allocator{a.dev, a.host} {
+		p.AddOOMObserver(a.observe)
+	}
+	return a, nil
+}
+
+func (a *Allocator) logf(format string, args ...any) {
+	if a.opts.Caching.Logf != nil {
+		a.opts.Caching.Logf(format, args...)
+	}
+}
+
+// Backend returns the backend the allocator takes memory from.
+func (a *Allocator) Backend() gpumem.Backend { return a.b }
+
+// Limit returns the oversubscription guard's cap on the managed bytes the
+// allocator holds, or 0 when oversubscription is allowed.
+func (a *Allocator) Limit() uint64 { return a.limit }
+
+// Reserved returns the managed bytes the allocator holds from the backend.
+func (a *Allocator) Reserved() uint64 { return a.reserved.Load() }
+
+// CanMigrate reports whether device dev migrates managed pages (its
+// concurrent-managed-access attribute is set). Where it does not, managed
+// memory stays in host memory and moves only change advice.
+func (a *Allocator) CanMigrate(dev int) bool { return dev >= 0 && dev < a.ndev && a.migrates[dev] }
+
+// reserve counts size more managed bytes against the guard.
+func (a *Allocator) reserve(dev int, size uint64) error {
+	for {
+		cur := a.reserved.Load()
+		if a.limit > 0 && (cur+size > a.limit || cur+size < cur) {
+			return a.guardError(dev, size, cur)
+		}
+		if a.reserved.CompareAndSwap(cur, cur+size) {
+			return nil
+		}
+	}
+}
+
+func (a *Allocator) unreserve(size uint64) { a.reserved.Add(-size) }
+
+// guardError is the oversubscription guard's refusal.
+func (a *Allocator) guardError(dev int, size, cur uint64) *gpumem.OutOfMemoryError {
+	free, total, err := a.b.MemInfo(dev)
+	if err != nil {
+		free, total = 0, a.totals[dev]
+	}
+	return &gpumem.OutOfMemoryError{
+		Allocator: "managed", Device: dev, Requested: size, Capacity: total, Free: free,
+		Reserved: cur, Limit: a.limit,
+		Hint: fmt.Sprintf("The oversubscription guard holds managed memory to %s (Options.MaxDeviceFraction %.2f of the smallest device): raise MaxDeviceFraction, or set Options.AllowOversubscription to oversubscribe explicitly",
+			gpumem.FormatBytes(a.limit), a.opts.MaxDeviceFraction),
+	}
+}
+
+// initialHints applies the seed's hints to a new segment: device memory
+// prefers its device with no accessed-by; host memory prefers the host and
+// is accessed by the device it was allocated for. With CoarseGrain, HIP's
+// coarse-grain advice too.
+func (a *Allocator) initialHints(p gpumem.Ptr, size uint64, host bool, dev int) error {
+	pref := gpumem.DeviceLocation(dev)
+	if host {
+		pref = gpumem.HostLocation()
+	}
+	if err := a.b.Advise(p, size, gpumem.AdviseSetPreferredLocation, pref); err != nil {
+		return fmt.Errorf("managed: advising %s preferred: %w", pref, err)
+	}
+	if host {
+		if err := a.b.Advise(p, size, gpumem.AdviseSetAccessedBy, gpumem.DeviceLocation(dev)); err != nil {
+			return fmt.Errorf("managed: advising accessed by device %d: %w", dev, err)
+		}
+	}
+	if a.opts.CoarseGrain {
+		if err := a.b.Advise(p, size, gpumem.AdviseSetCoarseGrain, pref); err != nil {
+			return fmt.Errorf("managed: coarse-grain advice: %w", err)
+		}
+	}
+	return nil
+}
+
+func (a *Allocator) shardOf(p gpumem.Ptr) *shard {
+	h := (uint64(p) >> 9) * 0x9E3779B97F4A7C15
+	return &a.shards[h>>(64-6)]
+}
+
+func (a *Allocator) checkOpen() error {
+	if a.closed.Load() {
+		return fmt.Errorf("managed: allocator closed: %w", gpumem.ErrClosed)
+	}
+	return nil
+}
+
+func (a *Allocator) checkLocation(loc gpumem.Location) error {
+	switch loc.Kind {
+	case gpumem.LocationHost:
+		return nil
+	case gpumem.LocationDevice:
+		if loc.Device >= 0 && loc.Device < a.ndev {
+			return nil
+		}
+		return fmt.Errorf("managed: no device %d (%d devices): %w", loc.Device, a.ndev, gpumem.ErrInvalidValue)
+	}
+	return fmt.Errorf("managed: invalid location: %w", gpumem.ErrInvalidValue)
+}
+
+// residentIndex is the residency slot of a location: where the pages of a
+// buffer advised to loc are believed to be.
+func (a *Allocator) residentIndex(loc gpumem.Location) int {
+	if loc.Kind == gpumem.LocationDevice && a.migrates[loc.Device] {
+		return 1 + loc.Device
+	}
+	return 0
+}
+
+// Alloc returns a managed buffer of size bytes placed at loc, usable in
+// stream order on s. A device buffer comes from the device-preferred pool of
+// loc.Device (s must be a stream of that device); a host buffer from the
+// host-preferred pool of s's device, which the buffer is advised to be
+// accessed by.
+func (a *Allocator) Alloc(size uint64, loc gpumem.Location, s gpumem.Stream) (*Buffer, error) {
+	if err := a.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := a.checkLocation(loc); err != nil {
+		return nil, err
+	}
+	if s.Device < 0 || s.Device >= a.ndev {
+		return nil, fmt.Errorf("managed: %v: no such device: %w", s, gpumem.ErrInvalidValue)
+	}
+	host := loc.Kind == gpumem.LocationHost
+	if !host && s.Device != loc.Device {
+		return nil, fmt.Errorf("managed: memory for device %d on %v of another device: %w", loc.Device, s, gpumem.ErrInvalidValue)
+	}
+	pool := a.dev
+	if host {
+		pool = a.host
+	}
+	p, err := pool.Allocate(size, s)
+	if err != nil {
+		return nil, a.translate(err)
+	}
+	buf := &Buffer{Ptr: p, Size: size, a: a, pool: pool, host: host, dev: s.Device, stream: s, loc: loc, accessedBy: -1}
+	if host {
+		buf.accessedBy = s.Device
+	}
+	if a.dirty.Load() {
+		if err := a.initialHints(p, size, host, s.Device); err != nil {
+			_ = pool.Deallocate(p, s)
+			return nil, err
+		}
+	}
+	if a.opts.PrefetchOnAllocate && !host && a.migrates[loc.Device] {
+		if err := a.b.Prefetch(p, size, loc, s); err != nil {
+			_ = pool.Deallocate(p, s)
+			return nil, fmt.Errorf("managed: prefetching a new block to %s: %w", loc, err)
+		}
+		buf.prefetched = true
+	}
+	sh := a.shardOf(p)
+	sh.mu.Lock()
+	sh.m[p] = buf
+	sh.mu.Unlock()
+	a.resident[a.residentIndex(loc)].Add(int64(size))
+	return buf, nil
+}
+
+// translate makes an out-of-memory error of a pool the managed allocator's:
+// when the guard refused, its hint and limit; the cause is kept.
+func (a *Allocator) translate(err error) error {
+	var oom *gpumem.OutOfMemoryError
+	if !errors.As(err, &oom) {
+		return fmt.Errorf("managed: %w", err)
+	}
+	return a.translateOOM(oom)
+}
+
+func (a *Allocator) translateOOM(oom *gpumem.OutOfMemoryError) *gpumem.OutOfMemoryError {
+	out := *oom
+	out.Allocator = "managed"
+	var guard *gpumem.OutOfMemoryError
+	if oom.Err != nil && errors.As(oom.Err, &guard) && guard.Allocator == "managed" {
+		out.Hint, out.Limit = guard.Hint, guard.Limit
+	}
+	return &out
+}
+
+func (a *Allocator) observe(oom *gpumem.OutOfMemoryError) {
+	a.cbMu.Lock()
+	obs := append([]gpumem.OOMObserver(nil), a.observers...)
+	a.cbMu.Unlock()
+	if len(obs) == 0 {
+		return
+	}
+	e := a.translateOOM(oom)
+	for _, o := range obs {
+		o(e)
+	}
+}
+
+// Buffer returns the live buffer that starts at p, or nil.
+func (a *Allocator) Buffer(p gpumem.Ptr) *Buffer {
+	sh := a.shardOf(p)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.m[p]
+}
+
+// IsManaged reports whether p is the start of a live managed buffer handed
+// out by this allocator (the seed's Tensor.is_managed).
+func (a *Allocator) IsManaged(p gpumem.Ptr) bool { return a.Buffer(p) != nil }
+
+// Allocate implements gpumem.Resource: size bytes of managed memory that
+// prefer s's device, usable in stream order on s.
+func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
+	if s.Device < 0 || s.Device >= a.ndev {
+		if err := a.checkOpen(); err != nil {
+			return 0, err
+		}
+		return 0, fmt.Errorf("managed: %v: no such device: %w", s, gpumem.ErrInvalidValue)
+	}
+	buf, err := a.Alloc(size, gpumem.DeviceLocation(s.Device), s)
+	if err != nil {
+		return 0, err
+	}
+	return buf.Ptr, nil
+}
+
+// Deallocate implements gpumem.Resource: it frees the buffer at p (from
+// Allocate, Alloc, Manage or a copying To), its last use ordered on s.
+func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
+	if err := a.checkOpen(); err != nil {
+		return err
+	}
+	buf := a.Buffer(p)
+	if buf == nil {
+		return fmt.Errorf("managed: %#x is not a live buffer of this allocator (double free or foreign pointer): %w", uintptr(p), gpumem.ErrInvalidValue)
+	}
+	return buf.free(&s)
+}
+
+// RecordStream implements gpumem.StreamRecorder: the memory of p is not
+// reused until the work queued on s up to its free has completed.
+func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
+	if err := a.checkOpen(); err != nil {
+		return err
+	}
+	buf := a.Buffer(p)
+	if buf == nil {
+		return fmt.Errorf("managed: %#x is not a live buffer of this allocator: %w", uintptr(p), gpumem.ErrInvalidValue)
+	}
+	return buf.recordUse(s)
+}
+
+// Stats returns the statistics of device dev: the sum of its
+// device-preferred and host-preferred pools (peaks are the sum of the two
+// pools' peaks, an upper bound of the combined peak).
+func (a *Allocator) Stats(dev int) gpumem.MemoryStats {
+	return addStats(a.dev.Stats(dev), a.host.Stats(dev))
+}
+
+func addStats(x, y gpumem.MemoryStats) gpumem.MemoryStats {
+	add := func(p *gpumem.StatArray, q gpumem.StatArray) {
+		for i := range p {
+			p[i].Current += q[i].Current
+			p[i].Peak += q[i].Peak
+			p[i].Allocated += q[i].Allocated
+			p[i].Freed += q[i].Freed
+		}
+	}
+	add(&x.Allocation, y.Allocation)
+	add(&x.Segment, y.Segment)
+	add(&x.Active, y.Active)
+	add(&x.InactiveSplit, y.InactiveSplit)
+	add(&x.AllocatedBytes, y.AllocatedBytes)
+	add(&x.ReservedBytes, y.ReservedBytes)
+	add(&x.ActiveBytes, y.ActiveBytes)
+	add(&x.InactiveSplitBytes, y.InactiveSplitBytes)
+	add(&x.RequestedBytes, y.RequestedBytes)
+	x.NumAllocRetries += y.NumAllocRetries
+	x.NumOOMs += y.NumOOMs
+	x.NumSyncAllStreams += y.NumSyncAllStreams
+	x.NumDeviceAlloc += y.NumDeviceAlloc
+	x.NumDeviceFree += y.NumDeviceFree
+	x.PendingReleaseBytes += y.PendingReleaseBytes
+	x.CrossStreamReuses += y.CrossStreamReuses
+	free := x.LargestFreeBlock // approximate the combined fragmentation from the larger pool
+	x.LargestFreeBlock = max(x.LargestFreeBlock, y.LargestFreeBlock)
+	if free < y.LargestFreeBlock {
+		x.Fragmentation = y.Fragmentation
+	}
+	return x
+}
+
+// PoolStats returns the statistics of one pool of device dev: the
+// host-preferred one when host is set, else the device-preferred one.
+func (a *Allocator) PoolStats(dev int, host bool) gpumem.MemoryStats {
+	if host {
+		return a.host.Stats(dev)
+	}
+	return a.dev.Stats(dev)
+}
+
+// ResetPeakStats sets every peak of device dev to its current value.
+func (a *Allocator) ResetPeakStats(dev int) {
+	a.dev.ResetPeakStats(dev)
+	a.host.ResetPeakStats(dev)
+}
+
+// Snapshot returns the segments of both pools (host-preferred segments have
+// segment_type "host_small" or "host_large"), the merged history and the
+// statistics per device.
+func (a *Allocator) Snapshot() gpumem.Snapshot {
+	d, h := a.dev.Snapshot(), a.host.Snapshot()
+	out := gpumem.Snapshot{Segments: d.Segments, Stats: map[int]gpumem.MemoryStats{}}
+	for _, s := range h.Segments {
+		s.SegmentType = "host_" + s.SegmentType
+		out.Segments = append(out.Segments, s)
+	}
+	out.History = mergeHistory(d.History, h.History)
+	for dev := 0; dev < a.ndev; dev++ {
+		out.Stats[dev] = a.Stats(dev)
+	}
+	return out
+}
+
+// History returns both pools' memory history, oldest first.
+func (a *Allocator) History() []gpumem.HistoryEntry {
+	return mergeHistory(a.dev.History(), a.host.History())
+}
+
+func mergeHistory(x, y []gpumem.HistoryEntry) []gpumem.HistoryEntry {
+	out := append(append([]gpumem.HistoryEntry(nil), x...), y...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
+	return out
+}
+
+// EmptyCache returns every wholly free cached segment of both pools to the
+// backend.
+func (a *Allocator) EmptyCache() error {
+	if err := a.checkOpen(); err != nil {
+		return err
+	}
+	return errors.Join(a.dev.EmptyCache(), a.host.EmptyCache())
+}
+
+// SetOOMHandler installs h for both pools (nil removes it).
+func (a *Allocator) SetOOMHandler(h gpumem.OOMHandler) {
+	a.dev.SetOOMHandler(h)
+	a.host.SetOOMHandler(h)
+}
+
+// AddOOMObserver adds an observer told of every out-of-memory failure,
+// with the managed allocator's description.
+func (a *Allocator) AddOOMObserver(o gpumem.OOMObserver) {
+	if o == nil {
+		return
+	}
+	a.cbMu.Lock()
+	a.observers = append(a.observers, o)
+	a.cbMu.Unlock()
+}
+
+// Close waits for the devices, returns all managed memory (buffers not yet
+// freed included) and invalidates every buffer. Later calls fail with
+// ErrClosed; a second Close returns nil.
+func (a *Allocator) Close() error {
+	if a.closed.Swap(true) {
+		return nil
+	}
+	errs := []error{a.dev.Close(), a.host.Close(), a.devUp.leftovers(), a.hostUp.leftovers()}
+	for i := range a.shards {
+		sh := &a.shards[i]
+		sh.mu.Lock()
+		for p, buf := range sh.m {
+			buf.mu.Lock()
+			buf.freed = true
+			buf.mu.Unlock()
+			delete(sh.m, p)
+		}
+		sh.mu.Unlock()
+	}
+	for i := range a.resident {
+		a.resident[i].Store(0)
+	}
+	return errors.Join(errs...)
+}

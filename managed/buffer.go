@@ -1,0 +1,430 @@
+package managed
+
+// See doc.go for an overview.
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/caching"
+)
+
+// Buffer is a managed-memory block that knows where it is: the Go form of
+// the seed's managed tensor. Ptr and Size never change; a move (To) changes
+// only the buffer's Location, its advice and where its pages are.
+// A Buffer is safe for concurrent use; it is invalid after Free or the
+// allocator's Close.
+type Buffer struct {
+	Ptr  gpumem.Ptr // the unified address, valid on the host and every device
+	Size uint64     // bytes asked for
+
+	a      *Allocator
+	pool   *caching.Allocator
+	host   bool          // from the host-preferred pool
+	dev    int           // the pool's device
+	stream gpumem.Stream // the stream it was allocated on
+
+	mu         sync.Mutex
+	loc        gpumem.Location
+	accessedBy int  // device advised as accessing it; -1: none
+	moved      bool // advice differs from the pool's initial hints
+	prefetched bool // the last prefetch went to loc
+	freed      bool
+	foreign    []gpumem.Stream // streams of other devices that used it
+}
+
+// Location returns where the buffer is placed: the location of its advice
+// and its last prefetch.
+func (b *Buffer) Location() gpumem.Location {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.loc
+}
+
+// Allocator returns the allocator that owns the buffer.
+func (b *Buffer) Allocator() *Allocator { return b.a }
+
+// String formats the buffer for messages.
+func (b *Buffer) String() string {
+	return fmt.Sprintf("managed buffer %#x (%s, %s)", uintptr(b.Ptr), gpumem.FormatBytes(b.Size), b.Location())
+}
+
+// ToOptions say how To moves or copies a buffer.
+type ToOptions struct {
+	// Stream orders the prefetch (or the copy). The zero value is device 0's
+	// default stream.
+	Stream gpumem.Stream
+	// NonBlocking skips the synchronization of a move or copy to the host;
+	// the caller then synchronizes Stream before touching the memory.
+	NonBlocking bool
+	// Copy forces a copy into a new buffer at the location, as the seed's
+	// copy=True, even for a managed buffer.
+	Copy bool
+}
+
+// To places the buffer at loc, the seed's Tensor.to(device) for a managed
+// tensor. Without Copy it is a move: the same buffer (same address, no new
+// allocation) is advised to prefer loc (and, for the host, to be accessed
+// by the device it leaves), and a prefetch to loc is queued on
+// opts.Stream; a move to the host then synchronizes the stream unless
+// NonBlocking is set. Moving to the current location does nothing. With
+// Copy it returns a new buffer at loc holding a copy of the data. On a
+// device that cannot migrate pages a move only updates the advice. On an
+// error the buffer keeps its previous placement, except that a failed
+// synchronization after a queued prefetch leaves the move made.
+func (b *Buffer) To(loc gpumem.Location, opts ToOptions) (*Buffer, error) {
+	a := b.a
+	if err := a.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := a.checkLocation(loc); err != nil {
+		return nil, err
+	}
+	s := opts.Stream
+	if s.Device < 0 || s.Device >= a.ndev {
+		return nil, fmt.Errorf("managed: %v: no such device: %w", s, gpumem.ErrInvalidValue)
+	}
+	if opts.Copy {
+		return b.copyTo(loc, s, opts.NonBlocking)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.freed {
+		return nil, b.errFreed()
+	}
+	if b.loc == loc {
+		return b, nil
+	}
+	if err := b.moveLocked(loc, s); err != nil {
+		return nil, err
+	}
+	if loc.Kind == gpumem.LocationHost && !opts.NonBlocking {
+		if err := a.b.StreamSynchronize(s); err != nil {
+			return nil, fmt.Errorf("managed: synchronizing %v after a move to the host: %w", s, err)
+		}
+	}
+	return b, nil
+}
+
+func (b *Buffer) errFreed() error {
+	return fmt.Errorf("managed: buffer %#x used after Free: %w", uintptr(b.Ptr), gpumem.ErrInvalidValue)
+}
+
+// moveLocked advises the buffer towards loc and queues its prefetch on s,
+// rolling the advice back if a step fails. b.mu held.
+func (b *Buffer) moveLocked(loc gpumem.Location, s gpumem.Stream) error {
+	a := b.a
+	oldLoc, oldAcc := b.loc, b.accessedBy
+	newAcc := -1
+	if loc.Kind == gpumem.LocationHost {
+		// The seed's host hints: accessed by the device the data leaves
+		// (or, from the host pool, the device it was allocated for).
+		newAcc = b.dev
+		if oldLoc.Kind == gpumem.LocationDevice {
+			newAcc = oldLoc.Device
+		}
+	}
+	if err := b.advise(loc, newAcc); err != nil {
+		if rerr := b.advise(oldLoc, oldAcc); rerr != nil {
+			a.dirty.Store(true)
+		}
+		return err
+	}
+	migrate := loc.Kind == gpumem.LocationHost || a.migrates[loc.Device]
+	if oldLoc.Kind == gpumem.LocationDevice && !a.migrates[oldLoc.Device] && loc.Kind == gpumem.LocationHost {
+		migrate = false // the pages never left the host
+	}
+	if migrate {
+		if err := a.b.Prefetch(b.Ptr, b.Size, loc, s); err != nil {
+			if rerr := b.advise(oldLoc, oldAcc); rerr != nil {
+				a.dirty.Store(true)
+			}
+			return fmt.Errorf("managed: prefetching %#x to %s: %w", uintptr(b.Ptr), loc, err)
+		}
+		if err := b.recordUseLocked(s); err != nil {
+			// The prefetch is queued: the move stands; wait for it at free.
+			b.foreign = append(b.foreign, s)
+		}
+	}
+	a.resident[a.residentIndex(oldLoc)].Add(-int64(b.Size))
+	a.resident[a.residentIndex(loc)].Add(int64(b.Size))
+	b.loc = loc
+	b.prefetched = migrate
+	b.moved = !b.initialPlacement()
+	return nil
+}
+
+// initialPlacement reports whether the buffer's advice equals its pool's
+// initial hints. b.mu held.
+func (b *Buffer) initialPlacement() bool {
+	if b.host {
+		return b.loc.Kind == gpumem.LocationHost && b.accessedBy == b.dev
+	}
+	return b.loc == gpumem.DeviceLocation(b.dev) && b.accessedBy < 0
+}
+
+// advise sets the preferred location and the accessed-by device (-1: none),
+// changing only what differs from the buffer's current advice. b.mu held;
+// b.accessedBy is updated as the calls succeed.
+func (b *Buffer) advise(pref gpumem.Location, acc int) error {
+	a := b.a
+	if err := a.b.Advise(b.Ptr, b.Size, gpumem.AdviseSetPreferredLocation, pref); err != nil {
+		return fmt.Errorf("managed: advising %#x to prefer %s: %w", uintptr(b.Ptr), pref, err)
+	}
+	if b.accessedBy == acc {
+		return nil
+	}
+	if b.accessedBy >= 0 {
+		if err := a.b.Advise(b.Ptr, b.Size, gpumem.AdviseUnsetAccessedBy, gpumem.DeviceLocation(b.accessedBy)); err != nil {
+			return fmt.Errorf("managed: unsetting accessed-by device %d on %#x: %w", b.accessedBy, uintptr(b.Ptr), err)
+		}
+		b.accessedBy = -1
+	}
+	if acc >= 0 {
+		if err := a.b.Advise(b.Ptr, b.Size, gpumem.AdviseSetAccessedBy, gpumem.DeviceLocation(acc)); err != nil {
+			return fmt.Errorf("managed: advising %#x accessed by device %d: %w", uintptr(b.Ptr), acc, err)
+		}
+		b.accessedBy = acc
+	}
+	return nil
+}
+
+// recordUse marks the buffer as used on s.
+func (b *Buffer) recordUse(s gpumem.Stream) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.freed {
+		return b.errFreed()
+	}
+	return b.recordUseLocked(s)
+}
+
+// recordUseLocked tells the pool of a use on s of the pool's device; a
+// stream of another device is remembered and synchronized at free. b.mu held.
+func (b *Buffer) recordUseLocked(s gpumem.Stream) error {
+	if s == b.stream {
+		return nil
+	}
+	if s.Device != b.dev {
+		for _, f := range b.foreign {
+			if f == s {
+				return nil
+			}
+		}
+		b.foreign = append(b.foreign, s)
+		return nil
+	}
+	if err := b.pool.RecordStream(b.Ptr, s); err != nil {
+		return fmt.Errorf("managed: %w", err)
+	}
+	return nil
+}
+
+// copyTo allocates a buffer at loc and copies the data into it on s.
+func (b *Buffer) copyTo(loc gpumem.Location, s gpumem.Stream, nonBlocking bool) (*Buffer, error) {
+	a := b.a
+	b.mu.Lock()
+	freed := b.freed
+	b.mu.Unlock()
+	if freed {
+		return nil, b.errFreed()
+	}
+	as := s
+	crossDevice := loc.Kind == gpumem.LocationDevice && s.Device != loc.Device
+	if crossDevice {
+		as = gpumem.Stream{Device: loc.Device}
+	}
+	dst, err := a.Alloc(b.Size, loc, as)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Buffer, error) {
+		return nil, errors.Join(err, dst.Free())
+	}
+	if crossDevice {
+		// The block is ready in the order of its device's default stream;
+		// the copy runs on s, of another device.
+		if err := a.b.StreamSynchronize(as); err != nil {
+			return fail(fmt.Errorf("managed: synchronizing %v: %w", as, err))
+		}
+		dst.mu.Lock()
+		_ = dst.recordUseLocked(s)
+		dst.mu.Unlock()
+	}
+	if err := b.recordUse(s); err != nil {
+		return fail(err)
+	}
+	if err := a.b.MemcpyAsync(dst.Ptr, b.Ptr, b.Size, s); err != nil {
+		return fail(fmt.Errorf("managed: copying %#x to a new buffer at %s: %w", uintptr(b.Ptr), loc, err))
+	}
+	if loc.Kind == gpumem.LocationHost && !nonBlocking {
+		if err := a.b.StreamSynchronize(s); err != nil {
+			return fail(fmt.Errorf("managed: synchronizing %v after a copy to the host: %w", s, err))
+		}
+	}
+	return dst, nil
+}
+
+// Free returns the buffer to its pool, its last use ordered on the stream
+// it was allocated on (and on the streams recorded since). A moved buffer
+// gets its pool's initial hints back first. A second Free is an error
+// matching ErrInvalidValue.
+func (b *Buffer) Free() error { return b.free(nil) }
+
+// free releases the buffer, its last use ordered on s (nil: its own stream).
+func (b *Buffer) free(s *gpumem.Stream) error {
+	a := b.a
+	if err := a.checkOpen(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	if b.freed {
+		b.mu.Unlock()
+		return fmt.Errorf("managed: buffer %#x freed twice: %w", uintptr(b.Ptr), gpumem.ErrInvalidValue)
+	}
+	b.freed = true
+	sh := a.shardOf(b.Ptr)
+	sh.mu.Lock()
+	if sh.m[b.Ptr] == b {
+		delete(sh.m, b.Ptr)
+	}
+	sh.mu.Unlock()
+	a.resident[a.residentIndex(b.loc)].Add(-int64(b.Size))
+	var errs []error
+	for _, f := range b.foreign {
+		if err := a.b.StreamSynchronize(f); err != nil {
+			errs = append(errs, fmt.Errorf("managed: synchronizing %v before a free: %w", f, err))
+		}
+	}
+	if b.moved {
+		init := gpumem.DeviceLocation(b.dev)
+		acc := -1
+		if b.host {
+			init, acc = gpumem.HostLocation(), b.dev
+		}
+		if err := b.advise(init, acc); err != nil {
+			a.dirty.Store(true)
+			errs = append(errs, err)
+		}
+	}
+	fs := b.stream
+	if s != nil {
+		fs = *s
+		if fs.Device != b.dev {
+			// The pool orders frees on its own device's streams.
+			if err := a.b.StreamSynchronize(fs); err != nil {
+				errs = append(errs, fmt.Errorf("managed: synchronizing %v before a free: %w", fs, err))
+			}
+			fs = b.stream
+		}
+	}
+	b.mu.Unlock()
+	if err := b.pool.Deallocate(b.Ptr, fs); err != nil {
+		errs = append(errs, fmt.Errorf("managed: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Manage copies size bytes of ordinary memory at src (device memory of
+// srcLoc's device, or pinned host memory when srcLoc is the host) into a new
+// managed buffer placed at srcLoc: the seed's Tensor.manage_memory. The copy
+// is ordered on s; from the host it is complete when Manage returns. If src
+// is already a managed buffer of this allocator, Manage returns that buffer
+// (moved to srcLoc) when Options.MoveOnCopy is set, and a copy otherwise.
+func (a *Allocator) Manage(src gpumem.Ptr, size uint64, srcLoc gpumem.Location, s gpumem.Stream) (*Buffer, error) {
+	if err := a.checkOpen(); err != nil {
+		return nil, err
+	}
+	if src == 0 {
+		return nil, fmt.Errorf("managed: Manage of a null pointer: %w", gpumem.ErrInvalidValue)
+	}
+	if size == 0 {
+		return nil, fmt.Errorf("managed: Manage of zero bytes: %w", gpumem.ErrInvalidValue)
+	}
+	if err := a.checkLocation(srcLoc); err != nil {
+		return nil, err
+	}
+	if own := a.Buffer(src); own != nil && a.opts.MoveOnCopy {
+		if size != own.Size {
+			return nil, fmt.Errorf("managed: Manage of %d bytes of a %d-byte managed buffer: %w", size, own.Size, gpumem.ErrInvalidValue)
+		}
+		return own.To(srcLoc, ToOptions{Stream: s})
+	}
+	dst, err := a.Alloc(size, srcLoc, s)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Buffer, error) { return nil, errors.Join(err, dst.Free()) }
+	if srcLoc.Kind == gpumem.LocationDevice && a.migrates[srcLoc.Device] {
+		// Populate the pages where the copy writes them.
+		if err := a.b.Prefetch(dst.Ptr, size, srcLoc, s); err != nil {
+			return fail(fmt.Errorf("managed: prefetching the new buffer to %s: %w", srcLoc, err))
+		}
+		dst.mu.Lock()
+		dst.prefetched = true
+		dst.mu.Unlock()
+	}
+	if err := a.b.MemcpyAsync(dst.Ptr, src, size, s); err != nil {
+		return fail(fmt.Errorf("managed: copying %#x into managed memory: %w", uintptr(src), err))
+	}
+	if srcLoc.Kind == gpumem.LocationHost {
+		if err := a.b.StreamSynchronize(s); err != nil {
+			return fail(fmt.Errorf("managed: synchronizing %v after Manage: %w", s, err))
+		}
+	}
+	return dst, nil
+}
+
+// Unmanage copies the buffer into new ordinary memory at dst: a device
+// allocation (Backend.Malloc) of dst's device, or pinned host memory
+// (Backend.MallocHost) for the host; the seed's Tensor.unmanage_memory. The
+// copy is ordered on s; to the host it is complete when Unmanage returns.
+// The buffer stays valid; the caller frees the result with Backend.Free or
+// Backend.FreeHost.
+func (a *Allocator) Unmanage(buf *Buffer, dst gpumem.Location, s gpumem.Stream) (gpumem.Ptr, error) {
+	if err := a.checkOpen(); err != nil {
+		return 0, err
+	}
+	if buf == nil || buf.a != a {
+		return 0, fmt.Errorf("managed: Unmanage of a buffer of another allocator: %w", gpumem.ErrInvalidValue)
+	}
+	if err := a.checkLocation(dst); err != nil {
+		return 0, err
+	}
+	if err := buf.recordUse(s); err != nil {
+		return 0, err
+	}
+	var p gpumem.Ptr
+	var err error
+	release := func() error { return a.b.Free(dst.Device, p) }
+	if dst.Kind == gpumem.LocationHost {
+		p, err = a.b.MallocHost(buf.Size)
+		release = func() error { return a.b.FreeHost(p) }
+	} else {
+		p, err = a.b.Malloc(dst.Device, buf.Size)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("managed: Unmanage: allocating %s at %s: %w", gpumem.FormatBytes(buf.Size), dst, err)
+	}
+	if err := a.b.MemcpyAsync(p, buf.Ptr, buf.Size, s); err != nil {
+		return 0, errors.Join(fmt.Errorf("managed: Unmanage: copying %#x: %w", uintptr(buf.Ptr), err), release())
+	}
+	if dst.Kind == gpumem.LocationHost {
+		if err := a.b.StreamSynchronize(s); err != nil {
+			return 0, errors.Join(fmt.Errorf("managed: Unmanage: synchronizing %v: %w", s, err), release())
+		}
+	}
+	return p, nil
+}
+
+// CopyTo is a copy of a managed buffer to loc as the seed's copy kernel
+// sees it: with Options.MoveOnCopy the buffer itself is moved (To without
+// Copy); otherwise a new buffer at loc receives a copy.
+func (a *Allocator) CopyTo(buf *Buffer, loc gpumem.Location, s gpumem.Stream) (*Buffer, error) {
+	if buf == nil || buf.a != a {
+		return nil, fmt.Errorf("managed: CopyTo of a buffer of another allocator: %w", gpumem.ErrInvalidValue)
+	}
+	return buf.To(loc, ToOptions{Stream: s, Copy: !a.opts.MoveOnCopy})
+}

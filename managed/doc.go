@@ -1,0 +1,103 @@
+// Package managed is the caching unified-memory allocator: one allocator for
+// host and device requests when unified (managed) memory is enabled, after
+// the RFC "Unified Memory for PyTorch" (CachingManagedAllocator). Managed
+// memory has one address valid on the host and on every device; the driver
+// moves its pages where they are used, guided by advice (cuMemAdvise /
+// hipMemAdvise) and prefetches (cuMemPrefetchAsync / hipMemPrefetchAsync).
+//
+// Other files say "See doc.go for an overview."
+//
+// # Enabling
+//
+// Unified memory is off by default. Enable(true) or
+// GPUMEM_ENABLE_UNIFIED_MEMORY=1 turns it on; New fails with ErrNotEnabled
+// otherwise, unless Options.Force is set (as `gpumem replay --allocator
+// managed` does, the user having named the allocator).
+//
+// # Glossary
+//
+//	pool        a caching.Allocator (the PyTorch caching rules: small and
+//	            large pools per device and stream, best fit, splitting,
+//	            stream-ordered reuse) whose Upstream is this package's. There
+//	            are two: the device-preferred pool and the host-preferred pool.
+//	segment     one block of managed memory a pool asked its Upstream for.
+//	chunk       with Options.SegmentSize, one cuMemAllocManaged of that size
+//	            from which segments are carved in 2 MiB units.
+//	hints       the advice a segment gets when it is created (the seed's):
+//	            device pool: PreferredLocation = the device, AccessedBy unset;
+//	            host pool: PreferredLocation = host, AccessedBy = the device
+//	            the request's stream belongs to (the current device).
+//	buffer      a block handed out, with its Location (*Buffer).
+//	move        To without Copy: new advice and a prefetch; same address.
+//	guard       the cap on the managed bytes the allocator holds.
+//
+// # Locks
+//
+// Each pool has its per-device mutexes (see the caching package). Live
+// buffers are kept in 64 shards by address, each with its own mutex, so that
+// no lock is shared across devices on the hot path; a buffer has its own
+// mutex for its placement. Residency counters and the guard's count are
+// atomics. An Upstream's mutex guards its chunk tables and is taken only
+// when a pool grows or shrinks. Order: buffer, then shard; the pools' locks
+// are never held while this package takes its own.
+//
+// # Allocation path (Allocate, Alloc)
+//
+//  1. Choose the pool: a device location takes the device-preferred pool of
+//     that device (the stream must belong to it); the host takes the
+//     host-preferred pool of the stream's device.
+//  2. The pool's cache-hit path: no backend call (see the caching package).
+//  3. On a miss the pool asks Upstream.Alloc for a segment. The guard adds
+//     the size to the allocator's managed bytes and refuses (an
+//     *gpumem.OutOfMemoryError whose Hint names MaxDeviceFraction and
+//     AllowOversubscription) beyond MaxDeviceFraction (default 0.5) of the
+//     smallest device's memory. Then cuMemAllocManaged (or a carve from a
+//     chunk), then the hints; a failed hint returns the memory.
+//  4. The pool's out-of-memory path frees cached segments and retries; the
+//     error it finally returns is rewritten as the managed allocator's.
+//  5. Register the buffer in its shard and count its bytes at its location.
+//
+// Hints are set per segment, not per allocation: a cached block keeps the
+// hints of its pool. A moved buffer gets its pool's hints back when it is
+// freed, so that the invariant holds for whatever the pool hands out next.
+//
+// # Moves and copies (Buffer.To)
+//
+// A move of a managed buffer is the seed's special case of Tensor.to: the
+// buffer keeps its address and memory; PreferredLocation becomes the new
+// location (and, towards the host, AccessedBy the device it leaves, as the
+// seed's host hints), a prefetch is queued on the stream, and a move to the
+// host synchronizes the stream unless NonBlocking. Device-to-device moves
+// re-advise for the new device. Copy forces a copy (copy=True); CopyTo and
+// Manage follow Options.MoveOnCopy (enabled_uvm_move_on_copy). Manage and
+// Unmanage copy ordinary memory into managed memory and back.
+//
+// Advice applies to whole pages: buffers that share a page (small blocks)
+// share its advice, and the last move wins for the shared page.
+//
+// # Residency
+//
+// Residency reports the bytes of live buffers per location as the allocator
+// believes them from its own advice and prefetches; VerifyResidency checks
+// them against the driver's range attributes (preferred location, last
+// prefetch location) over each buffer's whole pages.
+//
+// # HIP
+//
+// The same API runs on HIP. Options.CoarseGrain applies hipMemAdvise's
+// coarse-grain advice to every segment (HIP only). Where a device cannot
+// migrate pages (AttrConcurrentManagedAccess 0: HIP with XNACK off, or
+// CUDA on some platforms), managed memory stays in host memory and the
+// device reaches it over the bus: To then only updates the advice (no
+// prefetch is queued), a move to the host still synchronizes, and the
+// residency figures say host for every buffer. CanMigrate tells which case
+// holds.
+//
+// # Invariants
+//
+//   - Every cached block carries its pool's initial hints (unless restoring
+//     them failed once; then every block handed out is advised again).
+//   - The guard's count equals the managed bytes held from the backend.
+//   - Residency's total equals the bytes of live buffers.
+//   - A buffer's address never changes; only Free, Deallocate and Close end it.
+package managed
