@@ -79,7 +79,7 @@ Overhead: peak reserved / floor. ns/pair: host time per allocation and free.</p>
 <div class="legend"><span><i class="sw" style="background:` + colReserved + `"></i>reserved from the device</span><span><i class="sw" style="background:` + colAlloc + `"></i>allocated (handed out, rounded)</span><span><i class="sw" style="background:` + colRequested + `"></i>requested by the trace (live)</span></div>
 {{.SVG}}
 <p class="note">Peak reserved {{gib .Result.PeakReserved}}, floor {{gib .Result.PeakRequested}}, overhead {{f3 .Result.Overhead}}, {{.Result.DeviceAllocs}} device allocations, {{.Result.DeviceFrees}} device frees, {{.Result.OOMs}} OOMs, {{.Result.AllocRetries}} retries, {{f0 .Result.NsPerPair}} ns/pair{{if .Result.Device}}, device {{.Result.Device}}{{end}}.
-{{if .Exact}}Each point is the highest value within its interval of {{.Every}} events, so the curves reach the exact peaks.{{else}}Points are sampled every {{.Every}} events; the peaks in the table are exact.{{end}}</p>
+{{if eq .Result.Backend "sim"}}<b>Simulated device</b>: memory figures follow the allocator's rules exactly, host times are not a GPU's. {{end}}{{if .Exact}}Each point is the highest value within its interval of {{.Every}} events, so the curves reach the exact peaks.{{else}}Points are sampled every {{.Every}} events; the peaks in the table are exact.{{end}}</p>
 {{end}}
 </body></html>
 `))
@@ -209,7 +209,7 @@ func chartSVG(r replay.Result) string {
 		fmt.Fprintf(&b, `<path d="%s" fill="none" stroke="%s" stroke-width="%.1f" stroke-linejoin="round"/>`, d.String(), color, width)
 	}
 	line(func(p replay.Point) uint64 { return p.Reserved }, colReserved, 2, true)
-	line(func(p replay.Point) uint64 { return p.Allocated }, colAlloc, 1.5, false)
+	line(func(p replay.Point) uint64 { return p.Allocated }, colAlloc, 3.5, false) // wide: it often lies under "requested"
 	line(func(p replay.Point) uint64 { return p.Requested }, colRequested, 1.2, false)
 
 	// Mark the peak reserved and the floor.

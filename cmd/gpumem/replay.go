@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"text/tabwriter"
+	"strings"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/config"
@@ -220,17 +220,42 @@ func printResults(w io.Writer, results []replay.Result) {
 	if len(results) == 0 {
 		return
 	}
-	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "trace\tallocator\tbackend\tpairs\tfloor\tpeak reserved\toverhead\tdevice allocs\tOOMs\tns/pair\tconf\t")
+	header := []string{"trace", "allocator", "backend", "pairs", "floor", "peak reserved", "overhead", "device allocs", "OOMs", "ns/pair", "conf"}
+	left := map[int]bool{0: true, 1: true, 2: true, 10: true} // text columns
+	rows := [][]string{header}
 	for _, r := range results {
 		conf := r.Conf
 		if conf == "" {
 			conf = "(defaults)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%.3f\t%d\t%d\t%.0f\t%s\t\n", r.Trace, r.Allocator, r.Backend, r.Pairs,
-			gib(r.PeakRequested), gib(r.PeakReserved), r.Overhead, r.DeviceAllocs, r.OOMs, r.NsPerPair, conf)
+		rows = append(rows, []string{r.Trace, r.Allocator, r.Backend, fmt.Sprint(r.Pairs),
+			gib(r.PeakRequested), gib(r.PeakReserved), fmt.Sprintf("%.3f", r.Overhead),
+			fmt.Sprint(r.DeviceAllocs), fmt.Sprint(r.OOMs), fmt.Sprintf("%.0f", r.NsPerPair), conf})
 	}
-	tw.Flush()
+	width := make([]int, len(header))
+	for _, row := range rows {
+		for i, c := range row {
+			width[i] = max(width[i], len(c))
+		}
+	}
+	for _, row := range rows {
+		var b strings.Builder
+		for i, c := range row {
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			pad := strings.Repeat(" ", width[i]-len(c))
+			if left[i] {
+				if i == len(row)-1 {
+					pad = ""
+				}
+				b.WriteString(c + pad)
+			} else {
+				b.WriteString(pad + c)
+			}
+		}
+		fmt.Fprintln(w, b.String())
+	}
 	fmt.Fprintln(w, "\nfloor: peak of live requested bytes; overhead: peak reserved / floor; ns/pair: host time per allocation+free")
 }
 

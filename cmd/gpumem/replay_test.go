@@ -201,3 +201,51 @@ func TestReplayHTML(t *testing.T) {
 		}
 	}
 }
+
+// With no --allocator, every linked-in allocator runs, on the real simulator.
+func TestReplayEveryAllocatorOnSim(t *testing.T) {
+	p := writeTrace(t, "x.trace", tinyTrace)
+	code, o, e := runCmd(t, "replay", "--backend", "sim", "--json", p)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	seen := map[string]bool{}
+	for _, l := range decodeLines(t, o) {
+		seen[l["allocator"].(string)] = true
+		if l["backend"] != "sim" || l["peak_requested"] != float64(4000) || l["peak_reserved"].(float64) < 4000 {
+			t.Errorf("result %v", l)
+		}
+	}
+	for _, want := range []string{"caching", "asyncpool", "test-pass"} {
+		if !seen[want] {
+			t.Errorf("allocator %s did not run (ran %v)", want, seen)
+		}
+	}
+	// The conf's backend key picks one.
+	code, o, e = runCmd(t, "replay", "--backend", "sim", "--json", "--conf", "backend:caching,expandable_segments:True", p)
+	if l := decodeLines(t, o); code != exitOK || len(l) != 1 || l[0]["allocator"] != "caching" || l[0]["conf"] != "backend:caching,expandable_segments:True" {
+		t.Fatalf("exit %d, %s, %s", code, o, e)
+	}
+	// A key that only one allocator takes: the others are skipped, saying so.
+	code, o, e = runCmd(t, "replay", "--backend", "sim", "--json", "--conf", "throttle_ratio:0.5", p)
+	if code != exitOK || !strings.Contains(e, "skipping caching") || !strings.Contains(o, `"allocator":"asyncpool"`) {
+		t.Fatalf("exit %d, %s, %s", code, o, e)
+	}
+	// --allocator with a key it refuses is an error.
+	code, _, e = runCmd(t, "replay", "--backend", "sim", "--allocator", "caching", "--conf", "throttle_ratio:0.5", p)
+	if code != exitFail || !strings.Contains(e, "throttle_ratio") {
+		t.Fatalf("exit %d, %s", code, e)
+	}
+}
+
+func TestReplaySimCapacityOOM(t *testing.T) {
+	p := writeTrace(t, "big.trace", "a 1 805306368 0\na 2 805306368 0\nf 1 0\nf 2 0\n")
+	code, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "caching", "--sim-capacity", "1GiB", "--json", p)
+	l := decodeLines(t, o)
+	if code != exitOK || len(l) != 1 || l[0]["ooms"] != float64(1) || l[0]["peak_requested"] != float64(805306368) {
+		t.Fatalf("exit %d, %s, %s", code, o, e)
+	}
+	if !strings.Contains(e, "1.00 GiB") {
+		t.Errorf("the simulator notice does not give the capacity: %q", e)
+	}
+}
