@@ -57,7 +57,8 @@ func newRangeSet() *rangeSet {
 	return &rangeSet{byStart: map[uint64]*frange{}, byEnd: map[uint64]*frange{}}
 }
 
-func (r *rangeSet) link(f *frange) {
+// listAdd puts f on its size class's list.
+func (r *rangeSet) listAdd(f *frange) {
 	c := classOf(f.size)
 	f.cls = c
 	f.prev = nil
@@ -67,12 +68,10 @@ func (r *rangeSet) link(f *frange) {
 	}
 	r.heads[c] = f
 	r.bitmap[c/64] |= 1 << uint(c%64)
-	r.byStart[f.start] = f
-	r.byEnd[f.start+f.size] = f
-	r.free += f.size
 }
 
-func (r *rangeSet) unlink(f *frange) {
+// listRemove takes f off its size class's list.
+func (r *rangeSet) listRemove(f *frange) {
 	if f.prev != nil {
 		f.prev.next = f.next
 	} else {
@@ -85,6 +84,25 @@ func (r *rangeSet) unlink(f *frange) {
 		f.next.prev = f.prev
 	}
 	f.prev, f.next = nil, nil
+}
+
+// reclass moves f to the right list after its size changed.
+func (r *rangeSet) reclass(f *frange) {
+	if classOf(f.size) != f.cls {
+		r.listRemove(f)
+		r.listAdd(f)
+	}
+}
+
+func (r *rangeSet) link(f *frange) {
+	r.listAdd(f)
+	r.byStart[f.start] = f
+	r.byEnd[f.start+f.size] = f
+	r.free += f.size
+}
+
+func (r *rangeSet) unlink(f *frange) {
+	r.listRemove(f)
 	delete(r.byStart, f.start)
 	delete(r.byEnd, f.start+f.size)
 	r.free -= f.size
@@ -149,13 +167,17 @@ func (r *rangeSet) alloc(size uint64) (uint64, bool) {
 	if f == nil {
 		return 0, false
 	}
-	r.unlink(f)
 	start := f.start
 	if f.size > size {
+		// Carve from the front: the end (and its map entry) stays.
+		delete(r.byStart, f.start)
 		f.start += size
 		f.size -= size
-		r.link(f)
+		r.byStart[f.start] = f
+		r.free -= size
+		r.reclass(f)
 	} else {
+		r.unlink(f)
 		r.recycle(f)
 	}
 	return start, true
@@ -199,17 +221,40 @@ func (r *rangeSet) release(start, size uint64) {
 		return
 	}
 	end := start + size
-	if l, ok := r.byEnd[start]; ok && !r.isBoundary(start) {
-		r.unlink(l)
-		start = l.start
-		r.recycle(l)
+	l, lok := r.byEnd[start]
+	if lok && r.isBoundary(start) {
+		lok = false
 	}
-	if rt, ok := r.byStart[end]; ok && !r.isBoundary(end) {
+	rt, rok := r.byStart[end]
+	if rok && r.isBoundary(end) {
+		rok = false
+	}
+	switch {
+	case lok && rok:
+		// Bridge: the left range absorbs this one and the right one.
+		delete(r.byEnd, start)
 		r.unlink(rt)
-		end = rt.start + rt.size
+		l.size += size + rt.size
+		r.byEnd[l.start+l.size] = l
+		r.free += size + rt.size
 		r.recycle(rt)
+		r.reclass(l)
+	case lok:
+		delete(r.byEnd, start)
+		l.size += size
+		r.byEnd[end] = l
+		r.free += size
+		r.reclass(l)
+	case rok:
+		delete(r.byStart, end)
+		rt.start = start
+		rt.size += size
+		r.byStart[start] = rt
+		r.free += size
+		r.reclass(rt)
+	default:
+		r.link(r.node(start, size))
 	}
-	r.link(r.node(start, end-start))
 }
 
 func (r *rangeSet) isBoundary(a uint64) bool {

@@ -357,15 +357,7 @@ func (g *GPU) graphFreeRun(st *stream, o *op) {
 			g.violate(st, o, a.start, a.size, "graph frees %s, which is already free", a.describe())
 			return
 		}
-		p := a.pool
-		a.freed = true
-		removeSub(a.chunk, a)
-		g.dropTags(a.start, a.size)
-		p.free.release(a.start, a.size)
-		p.used -= a.size
-		if p.destroyed {
-			g.releaseChunks(p, 0)
-		}
+		g.freePoolAlloc(a)
 	}
 }
 

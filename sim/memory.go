@@ -27,39 +27,46 @@ var objKindNames = [...]string{"device allocation", "pinned host allocation", "m
 func (k objKind) String() string { return objKindNames[k] }
 
 // object is anything with an address range: allocations, pool chunks,
-// mappings and tags.
+// mappings, reservations and tags. Device and stream-ordered allocations,
+// the hot ones, carry only the common fields; the rest live in objExt.
 type object struct {
 	kind        objKind
-	id          uint64
-	start, size uint64 // size rounded up to Alignment (the granularity for mappings)
-	req         uint64 // size asked for
-	dev         int    // owning device (-1 for host memory)
 	freed       bool
+	dev         int // owning device (-1 for host memory)
+	id          uint64
+	start, size uint64  // size rounded up to Alignment (the granularity for mappings)
+	req         uint64  // size asked for
+	pool        *pool   // pool chunks and their allocations; graph allocations
+	chunk       *object // a stream-ordered allocation's chunk
+	stream      *stream // the stream a stream-ordered allocation is ordered on
 	stack       stack
+	*objExt
+}
 
+// objExt holds the fields of the less common kinds of object.
+type objExt struct {
 	host []byte // contiguous backing of host and managed memory; nil: paged
 
-	// pool chunks and their allocations
-	pool   *pool
-	chunk  *object   // an allocation's chunk
-	subs   []*object // a chunk's live allocations, sorted by start
-	stream *stream   // the stream an allocation is ordered on
+	subs []*object // a pool chunk's live allocations, sorted by start
+
 	// graph allocations
 	graph     *graph
-	live      bool // a graph allocation: allocated by a launch and not yet freed
-	owned     bool // a graph allocation launched and not yet freed with FreeAsync
+	live      bool // allocated by a launch and not yet freed
+	owned     bool // launched and not yet freed with FreeAsync
 	graphRefs int  // graphs and execs that hold its address
+
 	// managed memory
 	mpages []mpage
 	mps    uint64 // managed page size
-	// mappings
+
+	// mappings and reservations
 	mh     *memHandle
 	hoff   uint64
 	access []gpumem.Access
 	res    *object // a mapping's reservation
 	mapped int     // a reservation's mappings
-	// tags
-	owner uint64
+
+	owner uint64 // a tag's owner
 }
 
 func (o *object) end() uint64 { return o.start + o.size }
@@ -109,7 +116,11 @@ func (g *GPU) reserve(d *device, n uint64) bool {
 }
 
 func (g *GPU) newObject(kind objKind, start, size, req uint64, dev int, st stack) *object {
-	return &object{kind: kind, id: g.id(), start: start, size: size, req: req, dev: dev, stack: st}
+	o := &object{kind: kind, id: g.id(), start: start, size: size, req: req, dev: dev, stack: st}
+	if kind != objDevice && kind != objPoolAlloc {
+		o.objExt = &objExt{}
+	}
+	return o
 }
 
 // Malloc allocates device memory (cuMemAlloc). Sizes are rounded up to 512

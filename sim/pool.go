@@ -372,7 +372,8 @@ func (g *GPU) grow(m method, p *pool, n uint64) (uint64, error) {
 		d.used -= cs
 		return 0, vendorErr(m, codeOutOfMemory)
 	}
-	c := &object{kind: objPoolChunk, id: g.id(), start: start, size: cs, req: cs, dev: d.ord, pool: p}
+	c := g.newObject(objPoolChunk, start, cs, cs, d.ord, stack{})
+	c.pool = p
 	g.spans.insert(start, c)
 	p.chunks[start] = c
 	p.free.boundary[start] = struct{}{}
@@ -461,6 +462,13 @@ func (g *GPU) FreeAsync(ptr gpumem.Ptr, s gpumem.Stream) error {
 	}
 	p := o.pool
 	delete(g.allocs, o.start)
+	if g.inlineReady(st) {
+		// The stream is idle: the free is reached at once.
+		st.enq++
+		g.freePoolAlloc(o)
+		st.done++
+		return nil
+	}
 	pf := &pfree{o: o, inChunk: true, start: o.start, size: o.size, s: st, seq: st.enq + 1, idx: len(p.pending)}
 	p.pending = append(p.pending, pf)
 	return g.enqueue(st, &op{kind: opFree, m: mFreeAsync, obj: o, pf: pf})
@@ -468,21 +476,36 @@ func (g *GPU) FreeAsync(ptr gpumem.Ptr, s gpumem.Stream) error {
 
 // completeFree runs when a stream reaches a FreeAsync; lock held.
 func (g *GPU) completeFree(pf *pfree) {
-	o := pf.o
-	p := o.pool
-	o.freed = true
-	if pf.inChunk {
-		removeSub(o.chunk, o)
-		g.dropTags(o.start, o.size)
-	}
+	p := pf.o.pool
 	last := len(p.pending) - 1
 	p.pending[pf.idx] = p.pending[last]
 	p.pending[pf.idx].idx = pf.idx
 	p.pending = p.pending[:last]
+	if pf.inChunk {
+		g.freePoolAlloc(pf.o)
+		return
+	}
+	pf.o.freed = true
 	if pf.size > 0 {
 		p.free.release(pf.start, pf.size)
 		p.used -= pf.size
 	}
+	if p.destroyed {
+		g.releaseChunks(p, 0)
+	}
+}
+
+// freePoolAlloc returns a pool allocation that still sits in its chunk to
+// the pool; lock held.
+func (g *GPU) freePoolAlloc(o *object) {
+	p := o.pool
+	o.freed = true
+	removeSub(o.chunk, o)
+	if g.tags.n > 0 {
+		g.dropTags(o.start, o.size)
+	}
+	p.free.release(o.start, o.size)
+	p.used -= o.size
 	if p.destroyed {
 		g.releaseChunks(p, 0)
 	}

@@ -460,14 +460,17 @@ type stack struct {
 	n   uint8
 }
 
-// callers records the stack of the Backend method's caller; skip counts the
-// simulator's own frames above runtime.Callers.
+// callers records the stack of the Backend method's caller: skip counts the
+// simulator's frames between the caller of callers and the user's code (1:
+// the caller of callers is the Backend method itself).
+//
+//go:noinline
 func (g *GPU) callers(skip int) stack {
 	var s stack
 	if g.cfg.NoStacks {
 		return s
 	}
-	s.n = uint8(runtime.Callers(skip+2, s.pcs[:]))
+	s.n = uint8(callerPCs(skip, s.pcs[:]))
 	return s
 }
 

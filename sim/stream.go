@@ -507,6 +507,18 @@ func (g *GPU) allStreams() []*stream {
 
 // syncDevice waits for all work queued on d's streams; lock held.
 func (g *GPU) syncDevice(m method, d *device) error {
+	idle := !d.legacy.pending()
+	if idle {
+		for st := range g.all {
+			if st.dev == d && st.pending() {
+				idle = false
+				break
+			}
+		}
+	}
+	if idle {
+		return nil
+	}
 	for _, st := range g.allStreams() {
 		if st.dev != d || st.cap != nil {
 			continue
@@ -516,6 +528,23 @@ func (g *GPU) syncDevice(m method, d *device) error {
 		}
 	}
 	return nil
+}
+
+// inlineReady reports whether work queued on st now could run at once in
+// the caller: free-running, st idle and nothing to wait for.
+func (g *GPU) inlineReady(st *stream) bool {
+	if g.manual || st.cap != nil || st.busy || st.worker || st.head != len(st.q) {
+		return false
+	}
+	if st.legacy {
+		for b := range st.dev.blocking {
+			if b.pending() {
+				return false
+			}
+		}
+		return len(g.captures) == 0
+	}
+	return !st.blocking() || !st.dev.legacy.pending()
 }
 
 // StreamCreate creates a stream; priorities are clamped to

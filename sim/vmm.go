@@ -95,7 +95,7 @@ func (g *GPU) MemAddressReserve(size, alignment uint64) (gpumem.Ptr, error) {
 	if tail := start + size + alignment - (a + size); tail > 0 {
 		g.reserveVA.release(a+size, tail)
 	}
-	r := &object{kind: objReserve, id: g.id(), start: a, size: size, req: size, dev: -1, stack: stk}
+	r := g.newObject(objReserve, a, size, size, -1, stk)
 	g.reserves.insert(a, r)
 	return gpumem.Ptr(a), nil
 }
@@ -209,9 +209,9 @@ func (g *GPU) MemMap(p gpumem.Ptr, size, offset uint64, mh gpumem.MemHandle) err
 	if o := g.spans.floor(a + size - 1); o != nil && o.end() > a {
 		return errf(mMemMap, codeInvalidValue, "[%#x, +%d) overlaps %s", a, size, o.describe())
 	}
-	o := &object{kind: objMapping, id: g.id(), start: a, size: size, req: size, dev: h.dev.ord, mh: h, hoff: offset,
-		access: make([]gpumem.Access, len(g.devs)), stack: g.callers(1)}
-	o.res = r
+	o := g.newObject(objMapping, a, size, size, h.dev.ord, g.callers(1))
+	o.mh, o.hoff, o.res = h, offset, r
+	o.access = make([]gpumem.Access, len(g.devs))
 	g.spans.insert(a, o)
 	h.maps++
 	r.mapped++
