@@ -1,0 +1,121 @@
+package managed
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/caching"
+	"github.com/gpumem/gpumem/sim"
+)
+
+// adviceCall is one Advise call seen by the recorder.
+type adviceCall struct {
+	p      gpumem.Ptr
+	size   uint64
+	advice gpumem.Advice
+	loc    gpumem.Location
+}
+
+// recorder is the simulator with its advice recorded, a name of choice and,
+// optionally, devices that cannot migrate managed pages.
+type recorder struct {
+	*sim.GPU
+	name      string
+	noMigrate bool
+
+	mu     sync.Mutex
+	advice []adviceCall
+}
+
+func (r *recorder) Name() string {
+	if r.name != "" {
+		return r.name
+	}
+	return r.GPU.Name()
+}
+
+func (r *recorder) Advise(p gpumem.Ptr, size uint64, advice gpumem.Advice, loc gpumem.Location) error {
+	var err error
+	if r.name == "hip" && (advice == gpumem.AdviseSetCoarseGrain || advice == gpumem.AdviseUnsetCoarseGrain) {
+		err = nil // the simulator speaks CUDA; accept HIP's advice here
+	} else {
+		err = r.GPU.Advise(p, size, advice, loc)
+	}
+	if err == nil {
+		r.mu.Lock()
+		r.advice = append(r.advice, adviceCall{p, size, advice, loc})
+		r.mu.Unlock()
+	}
+	return err
+}
+
+func (r *recorder) DeviceAttribute(dev int, a gpumem.Attribute) (int, error) {
+	if r.noMigrate && a == gpumem.AttrConcurrentManagedAccess {
+		return 0, nil
+	}
+	return r.GPU.DeviceAttribute(dev, a)
+}
+
+// calls returns the recorded advice on ranges overlapping [p, p+size).
+func (r *recorder) calls(p gpumem.Ptr, size uint64, advice gpumem.Advice) []adviceCall {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []adviceCall
+	for _, c := range r.advice {
+		if c.advice == advice && c.p < p.Add(size) && p < c.p.Add(c.size) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// newRecorder makes a simulated machine wrapped in a recorder.
+func newRecorder(t testing.TB, cfg sim.Config) *recorder {
+	t.Helper()
+	cfg.NoStacks = false
+	g, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if l := g.Leaks(); len(l) > 0 {
+			t.Errorf("leaks after Close: %v", l)
+		}
+		_ = g.Close()
+	})
+	return &recorder{GPU: g}
+}
+
+// newAlloc makes an allocator over b (forced on) and checks at cleanup that
+// Close leaves nothing behind in the simulator.
+func newAlloc(t testing.TB, r *recorder, b gpumem.Backend, opts Options) *Allocator {
+	t.Helper()
+	opts.Force = true
+	a, err := New(b, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := a.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return a
+}
+
+// setup is the common case: one recorded simulated device.
+func setup(t testing.TB, cfg sim.Config, opts Options) (*recorder, *Allocator) {
+	r := newRecorder(t, cfg)
+	return r, newAlloc(t, r, r, opts)
+}
+
+func pattern(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7) ^ seed
+	}
+	return b
+}
+
+type cachingOptions = caching.Options
