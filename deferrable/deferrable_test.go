@@ -371,26 +371,26 @@ func TestReleaseStreamAndSyncAndUnlock(t *testing.T) {
 }
 
 func TestSpillOnOutOfMemory(t *testing.T) {
-	g := newSim(t, 64*mib, false)
+	g := newSim(t, 16*mib, false)
 	res := deferrable.NewDeviceResource(g)
 	defer res.Close()
-	m := newManager(t, g, deferrable.Options{Resource: res, StagingBytes: 2 * mib})
+	m := newManager(t, g, deferrable.Options{Resource: res, StagingBytes: 512 << 10})
 	s := newStream(t, g)
 	var bufs []*deferrable.Buffer
 	for i := 0; i < 6; i++ {
-		b, err := m.Alloc(8*mib, s)
+		b, err := m.Alloc(2*mib, s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		write(t, g, b, s, pattern(uint64(i), 8*mib))
+		write(t, g, b, s, pattern(uint64(i), 2*mib))
 		bufs = append(bufs, b)
 	}
 	// Another user of the same resource needs more than is free.
-	if _, err := res.Allocate(40*mib, s); !errors.Is(err, gpumem.ErrOutOfMemory) {
+	if _, err := res.Allocate(10*mib, s); !errors.Is(err, gpumem.ErrOutOfMemory) {
 		t.Fatalf("without the handler: %v, want out of memory", err)
 	}
 	res.SetOOMHandler(m.OOMHandler())
-	p, err := res.Allocate(40*mib, s)
+	p, err := res.Allocate(10*mib, s)
 	if err != nil {
 		t.Fatalf("with the handler: %v", err)
 	}
@@ -400,18 +400,18 @@ func TestSpillOnOutOfMemory(t *testing.T) {
 	}
 	// The manager's own allocations spill too: ten more buffers in a full device.
 	for i := 6; i < 16; i++ {
-		b, err := m.Alloc(8*mib, s)
+		b, err := m.Alloc(2*mib, s)
 		if err != nil {
 			t.Fatalf("alloc %d: %v", i, err)
 		}
-		write(t, g, b, s, pattern(uint64(i), 8*mib))
+		write(t, g, b, s, pattern(uint64(i), 2*mib))
 		bufs = append(bufs, b)
 	}
 	if err := res.Deallocate(p, s); err != nil {
 		t.Fatal(err)
 	}
 	for i, b := range bufs {
-		if !bytes.Equal(read(t, g, b, s), pattern(uint64(i), 8*mib)) {
+		if !bytes.Equal(read(t, g, b, s), pattern(uint64(i), 2*mib)) {
 			t.Fatalf("buffer %d changed", i)
 		}
 	}
@@ -426,7 +426,7 @@ func TestSpillOnOutOfMemory(t *testing.T) {
 			held = append(held, b)
 		}
 	}
-	if _, err := m.Alloc(64*mib, s); !errors.Is(err, gpumem.ErrOutOfMemory) {
+	if _, err := m.Alloc(16*mib, s); !errors.Is(err, gpumem.ErrOutOfMemory) {
 		t.Fatalf("alloc with everything locked: %v", err)
 	}
 	for _, b := range held {
@@ -623,10 +623,10 @@ func TestInjectedCopyFailuresLoseNoData(t *testing.T) {
 // three times the device's memory: every round each goroutine adds its round
 // number to every byte of its buffers through Acquire/Release.
 func TestWorkingSetThreeTimesTheDevice(t *testing.T) {
-	const capacity, size, nbuf, workers, rounds = 32 * mib, 4 * mib, 24, 3, 4
+	const capacity, size, nbuf, workers, rounds = 8 * mib, mib, 24, 3, 4
 	g := newSim(t, capacity, false)
 	dir := t.TempDir()
-	m := newManager(t, g, deferrable.Options{DiskDir: dir, HostLimit: 40 * mib, StagingBytes: mib})
+	m := newManager(t, g, deferrable.Options{DiskDir: dir, HostLimit: 10 * mib, StagingBytes: 256 << 10})
 	bufs := make([]*deferrable.Buffer, nbuf)
 	s0 := newStream(t, g)
 	for i := range bufs {
