@@ -103,10 +103,15 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	failed := false
 	for _, tr := range traces {
 		for _, name := range names {
-			a, err := replay.NewAllocator(name, b, conf)
+			// An allocator chosen by name sees its name as the backend key.
+			fconf := conf
+			if !every {
+				fconf.Backend = name
+			}
+			a, err := replay.NewAllocator(name, b, fconf)
 			if err != nil {
-				if every && len(names) > 1 && errors.Is(err, gpumem.ErrInvalidValue) {
-					fmt.Fprintf(stderr, "gpumem: skipping %s, which the configuration does not apply to: %v\n", name, trimPrefix(err))
+				if every && len(names) > 1 && (errors.Is(err, gpumem.ErrInvalidValue) || errors.Is(err, gpumem.ErrNotSupported)) {
+					fmt.Fprintf(stderr, "gpumem: skipping %s: %v\n", name, trimPrefix(err))
 					continue
 				}
 				fmt.Fprintf(stderr, "gpumem: %s: %v\n", tr.Name, trimPrefix(err))

@@ -249,3 +249,23 @@ func TestReplaySimCapacityOOM(t *testing.T) {
 		t.Errorf("the simulator notice does not give the capacity: %q", e)
 	}
 }
+
+// Naming the managed allocator is the opt-in; in the every-allocator run it
+// takes GPUMEM_ENABLE_UNIFIED_MEMORY.
+func TestReplayManagedOptIn(t *testing.T) {
+	p := writeTrace(t, "x.trace", tinyTrace)
+	t.Setenv("GPUMEM_ENABLE_UNIFIED_MEMORY", "")
+	code, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "managed", "--json", p)
+	if l := decodeLines(t, o); code != exitOK || len(l) != 1 || l[0]["allocator"] != "managed" || l[0]["peak_requested"] != float64(4000) {
+		t.Fatalf("exit %d, %s, %s", code, o, e)
+	}
+	code, o, e = runCmd(t, "replay", "--backend", "sim", "--json", p)
+	if code != exitOK || strings.Contains(o, `"allocator":"managed"`) || !strings.Contains(e, "skipping managed") {
+		t.Fatalf("without the switch: exit %d, %s, %s", code, o, e)
+	}
+	t.Setenv("GPUMEM_ENABLE_UNIFIED_MEMORY", "1")
+	code, o, e = runCmd(t, "replay", "--backend", "sim", "--json", p)
+	if code != exitOK || !strings.Contains(o, `"allocator":"managed"`) {
+		t.Fatalf("with the switch: exit %d, %s, %s", code, o, e)
+	}
+}
