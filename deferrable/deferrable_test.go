@@ -623,10 +623,10 @@ func TestInjectedCopyFailuresLoseNoData(t *testing.T) {
 // three times the device's memory: every round each goroutine adds its round
 // number to every byte of its buffers through Acquire/Release.
 func TestWorkingSetThreeTimesTheDevice(t *testing.T) {
-	const capacity, size, nbuf, workers, rounds = 8 * mib, mib, 24, 3, 4
+	const capacity, size, nbuf, workers, rounds = 4 * mib, mib / 2, 24, 3, 3
 	g := newSim(t, capacity, false)
 	dir := t.TempDir()
-	m := newManager(t, g, deferrable.Options{DiskDir: dir, HostLimit: 10 * mib, StagingBytes: 256 << 10})
+	m := newManager(t, g, deferrable.Options{DiskDir: dir, HostLimit: 5 * mib, StagingBytes: 128 << 10})
 	bufs := make([]*deferrable.Buffer, nbuf)
 	s0 := newStream(t, g)
 	for i := range bufs {
@@ -814,18 +814,18 @@ func TestDiskTierIsPrivate(t *testing.T) {
 }
 
 func TestConcurrentSpillAndAcquire(t *testing.T) {
-	g := newSim(t, 16*mib, false)
-	m := newManager(t, g, deferrable.Options{StagingBytes: 512 << 10})
+	g := newSim(t, 8*mib, false)
+	m := newManager(t, g, deferrable.Options{StagingBytes: 256 << 10})
 	var wg sync.WaitGroup
 	const n = 12
 	bufs := make([]*deferrable.Buffer, n)
 	s0 := newStream(t, g)
 	for i := range bufs {
 		var err error
-		if bufs[i], err = m.Alloc(2*mib, s0); err != nil {
+		if bufs[i], err = m.Alloc(mib, s0); err != nil {
 			t.Fatal(err)
 		}
-		write(t, g, bufs[i], s0, pattern(uint64(i), 2*mib))
+		write(t, g, bufs[i], s0, pattern(uint64(i), mib))
 	}
 	for w := 0; w < 4; w++ {
 		s := newStream(t, g)
@@ -846,14 +846,14 @@ func TestConcurrentSpillAndAcquire(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for k := 0; k < 10; k++ {
-				m.Spill(3 * mib)
+				m.Spill(3 * mib / 2)
 				m.Stats()
 			}
 		}()
 	}
 	wg.Wait()
 	for i, b := range bufs {
-		if !bytes.Equal(read(t, g, b, s0), pattern(uint64(i), 2*mib)) {
+		if !bytes.Equal(read(t, g, b, s0), pattern(uint64(i), mib)) {
 			t.Fatalf("buffer %d changed", i)
 		}
 	}
