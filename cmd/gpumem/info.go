@@ -160,7 +160,7 @@ func printInfo(w io.Writer, rep infoReport) {
 		fmt.Fprintf(w, "library  %s\n", rep.Library)
 	}
 	if rep.DriverVersion != 0 {
-		fmt.Fprintf(w, "driver   %d (runtime %d)\n", rep.DriverVersion, rep.RuntimeVersion)
+		fmt.Fprintf(w, "driver   %s (runtime %s)\n", versionString(rep.Backend, rep.DriverVersion), versionString(rep.Backend, rep.RuntimeVersion))
 	}
 	if len(rep.Devices) == 0 {
 		return
@@ -201,4 +201,18 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// versionString decodes a vendor version number: CUDA's 1000*major +
+// 10*minor, HIP's 10000000*major + 100000*minor + patch.
+func versionString(backend string, v int) string {
+	switch {
+	case v <= 0:
+		return "unknown"
+	case backend == "hip" && v >= 10000000:
+		return fmt.Sprintf("%d.%d.%d (%d)", v/10000000, v/100000%100, v%100000, v)
+	case backend != "hip":
+		return fmt.Sprintf("%d.%d (%d)", v/1000, v%1000/10, v)
+	}
+	return fmt.Sprint(v)
 }

@@ -236,3 +236,18 @@ func TestInfoVendorNoDevice(t *testing.T) {
 		t.Skip("GPUMEM_TEST_CUDA_LIBRARY / GPUMEM_TEST_HIP_LIBRARY not set (.ci/vendor-libs.sh provides them)")
 	}
 }
+
+func TestVersionString(t *testing.T) {
+	for _, tc := range []struct {
+		backend string
+		v       int
+		want    string
+	}{
+		{"cuda", 13000, "13.0 (13000)"}, {"sim", 12020, "12.2 (12020)"},
+		{"hip", 50221153, "5.2.21153 (50221153)"}, {"hip", 520, "520"}, {"cuda", 0, "unknown"},
+	} {
+		if got := versionString(tc.backend, tc.v); got != tc.want {
+			t.Errorf("versionString(%s, %d) = %q, want %q", tc.backend, tc.v, got, tc.want)
+		}
+	}
+}
