@@ -268,16 +268,15 @@ func (g *GPU) check(st *stream, o *op) bool {
 	}
 	ok := true
 	for _, u := range o.uses {
-		switch cur := g.innermost(u.addr, u.addr+u.size); {
+		switch {
 		case u.obj.freed:
-			g.violate(st, o, u.addr, u.size, "use after free: %s was freed before this work ran (allocated at\n%s)", u.obj.describe(), u.obj.stack.String())
-			ok = ok && cur != nil
-		case cur != u.obj:
-			what := "nothing"
+			cur := g.innermost(u.addr, u.addr+u.size)
+			now := "nothing"
 			if cur != nil {
-				what = cur.describe()
+				now = cur.describe()
 			}
-			g.violate(st, o, u.addr, u.size, "the memory was reused: queued on %s, it now belongs to %s", u.obj.describe(), what)
+			g.violate(st, o, u.addr, u.size, "use after free: %s was freed before this work ran; the range now belongs to %s (allocated at\n%s)", u.obj.describe(), now, u.obj.stack.String())
+			ok = ok && cur != nil
 		case u.obj.kind == objGraphAlloc && !u.obj.live:
 			g.violate(st, o, u.addr, u.size, "%s is not allocated (its graph has not been launched, or it was freed)", u.obj.describe())
 			ok = false
@@ -374,6 +373,7 @@ func callSafely(fn func()) (err error) {
 }
 
 func (g *GPU) runKernel(st *stream, o *op) {
+	n0 := len(g.violations)
 	if !g.check(st, o) || !g.resolveAtRun(st, o, o.dst, o.size, true) {
 		return
 	}
@@ -390,7 +390,7 @@ func (g *GPU) runKernel(st *stream, o *op) {
 		g.violate(st, o, o.dst, o.size, "kernel function panicked: %v", err)
 		return
 	}
-	if !g.check(st, o) {
+	if len(g.violations) == n0 && !g.check(st, o) {
 		return
 	}
 	if !g.writeMem(o.dst, buf) {
