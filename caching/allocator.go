@@ -53,6 +53,7 @@ type segment struct {
 // pool is a set of free blocks of one kind (small or large), per stream.
 type pool struct {
 	small   bool
+	st      int // gpumem.StatSmall or gpumem.StatLarge
 	private *privatePool // nil for the device's default pools
 	trees   map[uintptr]*tree
 	exp     map[uintptr]*segment // expandable segment per stream
@@ -63,15 +64,14 @@ type pool struct {
 }
 
 func newPool(small bool, pp *privatePool) *pool {
-	return &pool{small: small, private: pp, trees: map[uintptr]*tree{}, exp: map[uintptr]*segment{}}
+	st := gpumem.StatLarge
+	if small {
+		st = gpumem.StatSmall
+	}
+	return &pool{small: small, st: st, private: pp, trees: map[uintptr]*tree{}, exp: map[uintptr]*segment{}}
 }
 
-func (p *pool) statType() int {
-	if p.small {
-		return gpumem.StatSmall
-	}
-	return gpumem.StatLarge
-}
+func (p *pool) statType() int { return p.st }
 
 // treeFor returns the stream's tree, creating it when create is set.
 func (p *pool) treeFor(stream uintptr, create bool) *tree {
@@ -141,7 +141,8 @@ type device struct {
 	histPos int
 	histLen int
 
-	gc     bool // garbage collection on: count free-block searches
+	gc       bool   // garbage collection on: count free-block searches
+	maxSplit uint64 // Options.MaxSplitSize
 	closed bool
 }
 
@@ -208,6 +209,7 @@ func New(b gpumem.Backend, opts Options) (*Allocator, error) {
 			d.limit = uint64(opts.PerProcessMemoryFraction * float64(total))
 		}
 		d.gc = opts.GarbageCollectionThreshold > 0
+		d.maxSplit = opts.MaxSplitSize
 		if opts.HistorySize > 0 {
 			d.history = make([]gpumem.HistoryEntry, opts.HistorySize)
 		}
@@ -345,7 +347,7 @@ func (d *device) usable(b *block, rounded uint64) bool {
 	if b.seg.exp != nil {
 		return true
 	}
-	ms := d.a.opts.MaxSplitSize
+	ms := d.maxSplit
 	if ms == 0 {
 		return true
 	}
@@ -404,7 +406,7 @@ func (d *device) shouldSplit(b *block, rounded uint64) bool {
 	if b.pool.small || b.seg.exp != nil {
 		return remaining >= MinBlockSize
 	}
-	ms := d.a.opts.MaxSplitSize
+	ms := d.maxSplit
 	return (ms == 0 || rounded < ms) && remaining > SmallSize
 }
 
@@ -677,7 +679,7 @@ func (d *device) releaseForGrowth(need uint64) {
 // max_split_size set, free one oversize cached block of the stream large
 // enough for the request, or else the largest ones until enough is freed.
 func (d *device) releaseAvailable(p *pool, rounded uint64, stream uintptr) bool {
-	ms := d.a.opts.MaxSplitSize
+	ms := d.maxSplit
 	if ms == 0 {
 		return false
 	}
@@ -796,6 +798,20 @@ func (d *device) garbageCollect() {
 // allocation stream), its memory is reused only after those streams reach
 // the point of this call.
 func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
+	if dev := s.Device; dev >= 0 && dev < len(a.devs) && !a.closed.Load() {
+		// Fast path: the block is on the stream's device.
+		d := a.devs[dev]
+		d.mu.Lock()
+		if b := d.live.get(p); b != nil && b.allocated && !d.closed {
+			if s.Handle != b.stream.Handle {
+				addUse(b, s)
+			}
+			err := d.freeLocked(b, s)
+			d.mu.Unlock()
+			return err
+		}
+		d.mu.Unlock()
+	}
 	d, b, err := a.find(p, s.Device)
 	if err != nil {
 		return err
