@@ -53,7 +53,7 @@ type segment struct {
 // pool is a set of free blocks of one kind (small or large), per stream.
 type pool struct {
 	small   bool
-	st      int // gpumem.StatSmall or gpumem.StatLarge
+	st      int          // gpumem.StatSmall or gpumem.StatLarge
 	private *privatePool // nil for the device's default pools
 	trees   map[uintptr]*tree
 	exp     map[uintptr]*segment // expandable segment per stream
@@ -143,7 +143,7 @@ type device struct {
 
 	gc       bool   // garbage collection on: count free-block searches
 	maxSplit uint64 // Options.MaxSplitSize
-	closed bool
+	closed   bool
 }
 
 // Allocator is a caching allocator with PyTorch's semantics over any
