@@ -88,8 +88,8 @@ func (b *Buffer) waitLocked(op string) error {
 	}
 }
 
-// Where reports the buffer's tier (TierDevice for a freed buffer's last place
-// is not guaranteed; check errors from Acquire instead).
+// Where reports the buffer's tier; for a freed buffer, the tier it was freed
+// from. A buffer being moved reports where it was until the move completes.
 func (b *Buffer) Where() Tier {
 	if b == nil || b.m == nil {
 		return TierDevice
@@ -320,6 +320,7 @@ func (b *Buffer) Free() error {
 	}
 
 	m.mu.Lock()
+	m.keepHostLocked(b.host)
 	b.host = nil
 	m.dropFencesLocked(b)
 	m.st.Frees++
@@ -478,7 +479,7 @@ func (m *Manager) fromDevice(b *Buffer, to Tier) (func(), error) {
 	var host []byte
 	var ext extent
 	if to == TierHost {
-		host = make([]byte, size)
+		host = m.hostSlice(size)
 		err = m.mv.toHost(src, size, waits, func(off uint64, p []byte) error {
 			copy(host[off:], p)
 			return nil
@@ -501,6 +502,7 @@ func (m *Manager) fromDevice(b *Buffer, to Tier) (func(), error) {
 		m.mu.Lock()
 		if to == TierHost {
 			m.hostRsv -= size
+			m.keepHostLocked(host)
 		}
 		stat.Failures++
 		m.mu.Unlock()
@@ -555,6 +557,7 @@ func (m *Manager) hostToDisk(b *Buffer) (func(), error) {
 		m.st.HostToDisk.Failures++
 		return nop, fmt.Errorf("deferrable: spill buffer %d to disk: %w", b.id, err)
 	}
+	m.keepHostLocked(b.host)
 	b.host, b.ext, b.tier = nil, ext, TierDisk
 	m.subTierLocked(TierHost, size, 1)
 	m.addTierLocked(TierDisk, size, 1)
@@ -570,13 +573,14 @@ func (m *Manager) hostToDisk(b *Buffer) (func(), error) {
 func (m *Manager) diskToHost(b *Buffer) (func(), error) {
 	size, ext := b.size, b.ext
 	start := time.Now()
-	host := make([]byte, size)
+	host := m.hostSlice(size)
 	err := m.disk.readAt(host, ext.off)
 	dur := time.Since(start)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.hostRsv -= size
 	if err != nil {
+		m.keepHostLocked(host)
 		m.st.DiskToHost.Failures++
 		return nop, fmt.Errorf("deferrable: read buffer %d back from disk: %w", b.id, err)
 	}
@@ -653,6 +657,7 @@ func (m *Manager) unspill(b *Buffer) (func(), error) {
 		m.disk.release(ext)
 	}
 	m.mu.Lock()
+	m.keepHostLocked(b.host)
 	b.host = nil
 	b.tier, b.dptr = TierDevice, p
 	b.readyEv, b.ready = ev, true

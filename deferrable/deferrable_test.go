@@ -3,6 +3,7 @@ package deferrable_test
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"runtime"
@@ -15,6 +16,8 @@ import (
 )
 
 const mib = 1 << 20
+
+var long = flag.Bool("gpumem.long", false, "run the deferrable workload at a larger scale")
 
 // newSim makes a one-device simulator and checks, when the test ends, that
 // nothing leaked and no violation was seen.
@@ -623,10 +626,13 @@ func TestInjectedCopyFailuresLoseNoData(t *testing.T) {
 // three times the device's memory: every round each goroutine adds its round
 // number to every byte of its buffers through Acquire/Release.
 func TestWorkingSetThreeTimesTheDevice(t *testing.T) {
-	const capacity, size, nbuf, workers, rounds = 4 * mib, mib / 2, 24, 3, 3
+	capacity, size, nbuf, workers, rounds := uint64(4*mib), uint64(mib/2), 24, 3, 3
+	if *long {
+		capacity, size, nbuf, workers, rounds = 64*mib, 4*mib, 48, 4, 10
+	}
 	g := newSim(t, capacity, false)
 	dir := t.TempDir()
-	m := newManager(t, g, deferrable.Options{DiskDir: dir, HostLimit: 5 * mib, StagingBytes: 128 << 10})
+	m := newManager(t, g, deferrable.Options{DiskDir: dir, HostLimit: capacity + capacity/4, StagingBytes: size / 4})
 	bufs := make([]*deferrable.Buffer, nbuf)
 	s0 := newStream(t, g)
 	for i := range bufs {
@@ -673,10 +679,10 @@ func TestWorkingSetThreeTimesTheDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := m.Stats()
-	if st.Disk.PeakBytes == 0 || st.Host.PeakBytes == 0 || st.Spilled().Count < nbuf {
+	if st.Disk.PeakBytes == 0 || st.Host.PeakBytes == 0 || st.Spilled().Count < int64(nbuf) {
 		t.Fatalf("the workload did not use every tier: %+v", st)
 	}
-	const total = rounds * (rounds + 1) / 2
+	total := byte(rounds * (rounds + 1) / 2)
 	for i, b := range bufs {
 		want := pattern(uint64(i), size)
 		for k := range want {

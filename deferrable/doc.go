@@ -70,6 +70,8 @@
 //     fit goes straight to disk;
 //  3. the copy stream waits for the victim's fences, and the bytes come out
 //     through the staging ring into Go memory or the disk file;
+//     Host slices come from a small cache of slices that earlier left the
+//     host tier (Options.HostCacheBytes), which saves allocating and zeroing;
 //  4. only when every byte has arrived is the device memory given back
 //     (Deallocate on the copy stream) and the buffer switched to its new tier.
 //

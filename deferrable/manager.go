@@ -19,6 +19,7 @@ const (
 	DefaultStagingBytes   = 8 << 20
 	DefaultStagingBuffers = 2
 	DefaultHistorySize    = 4096
+	DefaultHostCacheBytes = 256 << 20
 )
 
 // Options configure a Manager. The zero value is a manager with no limits, no
@@ -48,6 +49,10 @@ type Options struct {
 	// StagingBuffers is the number of staging buffers (2 or more overlap DMA
 	// with host work). 0: DefaultStagingBuffers.
 	StagingBuffers int
+	// HostCacheBytes bounds the host memory kept, after a buffer leaves the
+	// host tier, for the next spill to reuse (saving the allocation and
+	// zeroing of a fresh slice). 0: DefaultHostCacheBytes; negative: none.
+	HostCacheBytes int64
 	// HistorySize is the number of history entries kept. 0: DefaultHistorySize;
 	// negative: none.
 	HistorySize int
@@ -74,6 +79,9 @@ type Manager struct {
 	holds     map[gpumem.Stream]map[*Buffer]struct{} // buffers held or pending on a stream
 	nMoving   int                                    // buffers moving plus allocations in flight; Close waits for 0
 	nSpilling int                                    // buffers being spilled off the device
+	spare     [][]byte                               // host slices kept for reuse
+	spareSize uint64                                 // their total capacity
+	spareCap  uint64
 	nextID    uint64
 	clock     uint64
 	tiers     [numTiers]TierStats
@@ -116,6 +124,12 @@ func New(b gpumem.Backend, dev int, opts Options) (*Manager, error) {
 		live:    make(map[*Buffer]struct{}),
 		holds:   make(map[gpumem.Stream]map[*Buffer]struct{}),
 		histCap: opts.HistorySize,
+	}
+	switch {
+	case opts.HostCacheBytes == 0:
+		m.spareCap = DefaultHostCacheBytes
+	case opts.HostCacheBytes > 0:
+		m.spareCap = uint64(opts.HostCacheBytes)
 	}
 	m.cond.L = &m.mu
 	if m.res == nil {
@@ -772,6 +786,7 @@ func (m *Manager) Close() error {
 		}
 	}
 	m.events = nil
+	m.spare, m.spareSize = nil, 0
 	for t := range m.tiers {
 		m.tiers[t].Buffers, m.tiers[t].Bytes = 0, 0
 	}
@@ -803,4 +818,34 @@ func fenceList(b *Buffer) []gpumem.Event {
 		out = append(out, ev)
 	}
 	return out
+}
+
+// hostSlice returns size bytes of host memory (content undefined), reusing a
+// spare slice when one fits without wasting more than half of it.
+func (m *Manager) hostSlice(size uint64) []byte {
+	m.mu.Lock()
+	for i, p := range m.spare {
+		if c := uint64(cap(p)); c >= size && c/2 <= size {
+			m.spare = append(m.spare[:i], m.spare[i+1:]...)
+			m.spareSize -= c
+			m.mu.Unlock()
+			return p[:size]
+		}
+	}
+	m.mu.Unlock()
+	return make([]byte, size)
+}
+
+// keepHostLocked keeps p for reuse if the cache has room, dropping the oldest.
+func (m *Manager) keepHostLocked(p []byte) {
+	c := uint64(cap(p))
+	if p == nil || c > m.spareCap {
+		return
+	}
+	for m.spareSize+c > m.spareCap && len(m.spare) > 0 {
+		m.spareSize -= uint64(cap(m.spare[0]))
+		m.spare = m.spare[1:]
+	}
+	m.spare = append(m.spare, p)
+	m.spareSize += c
 }
