@@ -59,7 +59,9 @@ func best(t *testing.T, reps int, fn func() error) time.Duration {
 // goal is a ratio of at least 0.9.
 func TestGPUManagedMoveBandwidth(t *testing.T) {
 	const n = 1 << 30
-	b := openGPU(t, n)
+	raw := openGPU(t, n)
+	tb := &timedBackend{Backend: raw}
+	b := gpumem.Backend(tb)
 	a, err := New(b, Options{Force: true})
 	if err != nil {
 		t.Fatal(err)
@@ -108,8 +110,9 @@ func TestGPUManagedMoveBandwidth(t *testing.T) {
 	if err := b.StreamSynchronize(s); err != nil {
 		t.Fatal(err)
 	}
-	var toHost, toDev time.Duration
+	var toHost, toDev, advHost, advDev time.Duration
 	for i := 0; i < 5; i++ {
+		tb.adv = 0
 		dh := best(t, 1, func() error { _, err := buf.To(hostLoc, ToOptions{Stream: s}); return err })
 		if err := a.VerifyResidency(); err != nil {
 			t.Fatalf("after To(host): %v", err)
@@ -117,6 +120,8 @@ func TestGPUManagedMoveBandwidth(t *testing.T) {
 		if r := a.Residency(); r[hostLoc] != n {
 			t.Fatalf("residency after To(host): %v", r)
 		}
+		ah := tb.adv
+		tb.adv = 0
 		hd := best(t, 1, func() error {
 			if _, err := buf.To(dev, ToOptions{Stream: s}); err != nil {
 				return err
@@ -127,10 +132,10 @@ func TestGPUManagedMoveBandwidth(t *testing.T) {
 			t.Fatalf("after To(device): %v", err)
 		}
 		if i == 0 || dh < toHost {
-			toHost = dh
+			toHost, advHost = dh, ah
 		}
 		if i == 0 || hd < toDev {
-			toDev = hd
+			toDev, advDev = hd, tb.adv
 		}
 	}
 	got := make([]byte, 4096)
@@ -144,6 +149,7 @@ func TestGPUManagedMoveBandwidth(t *testing.T) {
 	}
 	t.Logf("1 GiB  pinned H2D %.1f GB/s  To(device) %.1f GB/s  ratio %.2f", gbps(n, h2d), gbps(n, toDev), h2d.Seconds()/toDev.Seconds())
 	t.Logf("1 GiB  pinned D2H %.1f GB/s  To(host)   %.1f GB/s  ratio %.2f", gbps(n, d2h), gbps(n, toHost), d2h.Seconds()/toHost.Seconds())
+	t.Logf("advice time within the moves: To(device) %v of %v, To(host) %v of %v", advDev, toDev, advHost, toHost)
 }
 
 // TestGPUManagedBlockSizes measures, per managed segment size, the latency
@@ -211,4 +217,17 @@ func TestGPUManagedBlockSizes(t *testing.T) {
 		}
 		t.Logf("%10s %14.1f %14.1f %14.1f", gpumem.FormatBytes(size), float64(lat[len(lat)/2].Nanoseconds())/1e3, gbps(size, dh), gbps(size, hd))
 	}
+}
+
+// timedBackend adds up the time spent in Advise (single goroutine use).
+type timedBackend struct {
+	gpumem.Backend
+	adv time.Duration
+}
+
+func (b *timedBackend) Advise(p gpumem.Ptr, size uint64, advice gpumem.Advice, loc gpumem.Location) error {
+	start := time.Now()
+	err := b.Backend.Advise(p, size, advice, loc)
+	b.adv += time.Since(start)
+	return err
 }
