@@ -1,6 +1,109 @@
-// Package sim is a simulated GPU in pure Go that implements gpumem.Backend,
-// so that allocators and programs can be tested on machines with no GPU.
+// Package sim is a simulated GPU in pure Go. *GPU implements gpumem.Backend,
+// so allocators and programs can be tested, deterministically if need be, on
+// machines with no GPU; it speaks like the CUDA driver (status codes, names,
+// rules) and adds what a real GPU cannot give a test: a use-after-free
+// detector, leak reports with creation stacks, fault injection, call
+// counters and a view of managed-memory residency.
 //
-// It is work in progress toward the full description in this file; see the
-// method documentation for what each operation models.
+// # Glossary
+//
+//	device      a configured GPU: capacity, granularity, features (DeviceConfig)
+//	object      anything with an address range: an allocation, a pool chunk,
+//	            a virtual-memory mapping or reservation, a tag
+//	stream      a FIFO of ops; ops complete in order
+//	op          one unit of queued work: copy, memset, kernel (Launch), host
+//	            function, event record, event wait, free, prefetch, graph node
+//	capture     a stream (and the streams forked from it) recording ops into a graph
+//
+// # Memory
+//
+// Every device owns a 16 TiB slice of one 64-bit address space; pinned host
+// memory, managed memory and virtual-memory reservations have regions of
+// their own, so addresses are unique across devices, never 0 and aligned to
+// 512 bytes. Free address ranges live in a rangeSet: segregated size classes
+// with a bitmap (an O(1) good fit) and maps keyed by start and end (O(1)
+// coalescing). Live objects live in a treap keyed by start, which answers
+// "which allocation holds this address" for copies, kernels and the
+// detector. Device memory is backed lazily by 64 KiB host pages created on
+// the first write; untouched memory reads as zeros and costs nothing, so a
+// 140 GiB device on which a replay reserves tens of GiB stays cheap. Pinned
+// host and managed allocations up to 4 GiB are one Go slice each, which
+// HostBytes returns.
+//
+// Capacity counts Malloc, the pools' chunks, MemCreate, launched graph
+// allocations and managed pages resident on the device; exceeding it fails
+// exactly as the driver does, with a *gpumem.Error of code 2
+// (CUDA_ERROR_OUT_OF_MEMORY) matching gpumem.ErrOutOfMemory. Malloc evicts
+// resident managed pages to the host before it fails.
+//
+// # Streams and time
+//
+// A stream counts the ops queued (enq) and completed (done); an event
+// remembers the stream and count of its last record; StreamWaitEvent queues
+// a wait on that count. The legacy default stream (Handle 0) waits for all
+// blocking streams of its device and they wait for it; non-blocking streams
+// do not. In free-running mode (the default) an op whose stream is idle and
+// that is cheap (not a host function or kernel) runs at once in the caller;
+// the rest run on a goroutine per stream, started when work arrives and
+// gone when the stream is idle. With Config.Manual nothing runs until Step,
+// Drain or a synchronizing call (StreamSynchronize, EventSynchronize,
+// DeviceSynchronize, synchronous copies, Free), which drives exactly the
+// work it needs, so tests can interleave streams deterministically.
+//
+// # Stream-ordered pools
+//
+// Each device has a default pool; MemPoolCreate makes more. A pool reserves
+// chunks (whole multiples of the granularity) and carves allocations of 512
+// byte multiples from them. FreeAsync returns memory when its stream
+// reaches the free; before that, MallocAsync on the same stream, or on a
+// stream ordered after the free by an event wait, may reuse it at once (as
+// CUDA's follow-event-dependencies). At synchronization points a pool
+// releases empty chunks above its release threshold (0 by default, as in
+// CUDA). The reserved and used attributes are exact: used is the sum of
+// rounded sizes whose free has not been reached, reserved the sum of chunks.
+//
+// # Graphs
+//
+// While a stream captures, work queued on it, and on streams that waited on
+// an event recorded in the capture, becomes graph nodes. MallocAsync during
+// capture is an allocation node whose address is fixed at capture and whose
+// memory is taken when a launch reaches it; FreeAsync during capture is a
+// free node. The calls CUDA forbids during capture fail with its codes and
+// invalidate the capture: synchronizing or querying a capturing stream
+// (900), querying an event recorded in a capture (907), legacy-stream work
+// that would synchronize with a capturing blocking stream (906), waiting on
+// an event recorded outside the capture (905), and DeviceSynchronize or Free
+// while a global-mode capture is active (900). The simulator cannot tell
+// goroutines apart, so thread-local mode behaves like relaxed mode. User
+// objects run their destructor when their last reference goes, whether the
+// program, a graph or an executable graph held it.
+//
+// # The use-after-free detector
+//
+// When an op that touches memory (copy, memset, Launch, Prefetch) is queued,
+// the simulator resolves its range to the innermost owner: a Tag, a
+// stream-ordered allocation, or the allocation or mapping itself. When the
+// op runs it checks the owner again: if it was freed in between (Free,
+// FreeAsync reached, MemUnmap, Untag) it records a Violation, naming what
+// the range belongs to now. A range can only change hands after its owner
+// was freed (stream-ordered reuse on the freeing stream aside, which is
+// safe), so this also catches memory handed to another allocation while
+// work on another stream still used it. Caching allocators that carve
+// segments call Tag and Untag on the blocks they hand out and take back to
+// get the same check per block. Free, like cuMemFree, waits for the work
+// queued on its device first; MemUnmap does not.
+//
+// # Testing helpers
+//
+// Leaks lists every live object with the stack that created it (frame
+// pointers are walked at creation, which costs nanoseconds; the stack is
+// formatted only when reported). Violations lists detector reports.
+// InjectFault makes the nth future call of any Backend method that returns
+// an error fail (Name, Library and ErrorName cannot fail). Calls counts
+// calls per method. HostBytes, Residency and Migrated expose host views and
+// managed-memory state.
+//
+// The package registers itself as the "sim" backend of gpumem.Open;
+// GPUMEM_SIM_DEVICES sets its device count (default 1) and
+// GPUMEM_SIM_CAPACITY the bytes per device.
 package sim
