@@ -868,3 +868,71 @@ func TestConcurrentSpillAndAcquire(t *testing.T) {
 	}
 	checkLeaks(t, g)
 }
+
+func TestHostLimitWithoutDisk(t *testing.T) {
+	g := newSim(t, 1<<30, false)
+	var unspills int
+	m := newManager(t, g, deferrable.Options{HostLimit: 3 * mib, Callbacks: deferrable.Callbacks{
+		Unspill: func(info deferrable.Info, from deferrable.Tier) {
+			if from == deferrable.TierHost && info.Tier == deferrable.TierDevice {
+				unspills++
+			}
+		},
+	}})
+	s := newStream(t, g)
+	a, _ := m.Alloc(2*mib, s)
+	b, _ := m.Alloc(2*mib, s)
+	want := pattern(9, 2*mib)
+	write(t, g, b, s, want)
+	if err := a.MoveTo(deferrable.TierHost); err != nil {
+		t.Fatal(err)
+	}
+	freed, err := m.Spill(1 << 40)
+	if freed != 0 || !errors.Is(err, gpumem.ErrOutOfMemory) {
+		t.Fatalf("spill past the host limit: %d %v", freed, err)
+	}
+	where(t, b, deferrable.TierDevice)
+	if !bytes.Equal(read(t, g, b, s), want) {
+		t.Fatal("data lost")
+	}
+	if _, err := a.Acquire(s); err != nil {
+		t.Fatal(err)
+	}
+	a.Release()
+	if unspills != 1 {
+		t.Errorf("%d unspill callbacks, want 1", unspills)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkLeaks(t, g)
+}
+
+// Freeing a buffer whose asynchronous release is still queued frees it in
+// stream order: the simulator sees no use after free.
+func TestFreeAfterAsyncReleaseIsStreamOrdered(t *testing.T) {
+	g := newSim(t, 1<<30, true)
+	m := newManager(t, g, deferrable.Options{})
+	s := newStream(t, g)
+	b, _ := m.Alloc(mib, s)
+	p, err := b.AcquireAsync(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	g.Launch(s, p, mib, func(mem []byte) { mem[0] = 1; ran = true })
+	if err := b.ReleaseAsync(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Free(); err != nil {
+		t.Fatal(err)
+	}
+	if !ran {
+		t.Fatal("the memory was freed before the kernel that used it ran")
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g.Drain()
+	checkLeaks(t, g)
+}
