@@ -380,7 +380,7 @@ func TestGuard(t *testing.T) {
 func TestInjectedFaultsLeakNothing(t *testing.T) {
 	ops := []string{"Advise", "Prefetch", "MallocManaged", "MemcpyAsync", "StreamSynchronize", "Malloc", "MallocHost", "RangeLocation"}
 	for _, op := range ops {
-		for nth := 1; nth <= 4; nth++ {
+		for nth := 1; nth <= 3; nth++ {
 			t.Run(op, func(t *testing.T) {
 				r, a := setup(t, sim.Config{}, Options{})
 				src, err := r.Malloc(0, 4*mib)
