@@ -295,17 +295,18 @@ func (r *rangeSet) largest() uint64 {
 }
 
 // treap is a randomized balanced tree of objects keyed by start address.
+// It is intrusive: the links live in the objects (an object is in at most
+// one treap), so inserting allocates nothing.
 type treap struct {
-	root *tnode
+	root *object
 	n    int
 	rnd  uint64
 }
 
-type tnode struct {
-	key         uint64
-	prio        uint64
-	left, right *tnode
-	obj         *object
+// tlinks are an object's treap links.
+type tlinks struct {
+	tl, tr *object
+	tprio  uint64
 }
 
 func (t *treap) nextPrio() uint64 {
@@ -319,120 +320,104 @@ func (t *treap) nextPrio() uint64 {
 	return t.rnd * 2685821657736338717
 }
 
-func tsplit(n *tnode, key uint64) (l, r *tnode) {
+// tsplit splits n into keys < key and keys >= key.
+func tsplit(n *object, key uint64) (l, r *object) {
 	if n == nil {
 		return nil, nil
 	}
-	if n.key < key {
-		n.right, r = tsplit(n.right, key)
+	if n.start < key {
+		n.tr, r = tsplit(n.tr, key)
 		return n, r
 	}
-	l, n.left = tsplit(n.left, key)
+	l, n.tl = tsplit(n.tl, key)
 	return l, n
 }
 
-func tmerge(a, b *tnode) *tnode {
+func tmerge(a, b *object) *object {
 	if a == nil {
 		return b
 	}
 	if b == nil {
 		return a
 	}
-	if a.prio > b.prio {
-		a.right = tmerge(a.right, b)
+	if a.tprio > b.tprio {
+		a.tr = tmerge(a.tr, b)
 		return a
 	}
-	b.left = tmerge(a, b.left)
+	b.tl = tmerge(a, b.tl)
 	return b
 }
 
-func tinsert(n, x *tnode) *tnode {
-	if n == nil {
-		return x
+func (t *treap) insert(key uint64, o *object) {
+	_ = key // the key is o.start
+	o.tl, o.tr, o.tprio = nil, nil, t.nextPrio()
+	link := &t.root
+	for n := *link; n != nil && n.tprio >= o.tprio; n = *link {
+		if o.start < n.start {
+			link = &n.tl
+		} else {
+			link = &n.tr
+		}
 	}
-	if x.prio > n.prio {
-		x.left, x.right = tsplit(n, x.key)
-		return x
-	}
-	if x.key < n.key {
-		n.left = tinsert(n.left, x)
-	} else {
-		n.right = tinsert(n.right, x)
-	}
-	return n
-}
-
-func tdelete(n *tnode, key uint64, obj *object) (*tnode, bool) {
-	if n == nil {
-		return nil, false
-	}
-	if n.key == key && (obj == nil || n.obj == obj) {
-		return tmerge(n.left, n.right), true
-	}
-	var ok bool
-	if key < n.key {
-		n.left, ok = tdelete(n.left, key, obj)
-	} else {
-		n.right, ok = tdelete(n.right, key, obj)
-	}
-	return n, ok
-}
-
-func (t *treap) insert(key uint64, obj *object) {
-	t.root = tinsert(t.root, &tnode{key: key, prio: t.nextPrio(), obj: obj})
+	o.tl, o.tr = tsplit(*link, o.start)
+	*link = o
 	t.n++
 }
 
-func (t *treap) remove(key uint64, obj *object) {
-	var ok bool
-	t.root, ok = tdelete(t.root, key, obj)
-	if ok {
-		t.n--
+// remove removes o (whose key is key) if it is in the treap.
+func (t *treap) remove(key uint64, o *object) {
+	link := &t.root
+	for n := *link; n != nil; n = *link {
+		switch {
+		case n == o:
+			*link = tmerge(n.tl, n.tr)
+			o.tl, o.tr = nil, nil
+			t.n--
+			return
+		case key < n.start:
+			link = &n.tl
+		default:
+			link = &n.tr
+		}
 	}
 }
 
 // floor returns the object with the greatest key <= key.
 func (t *treap) floor(key uint64) *object {
-	var best *tnode
+	var best *object
 	for n := t.root; n != nil; {
-		if n.key <= key {
+		if n.start <= key {
 			best = n
-			n = n.right
+			n = n.tr
 		} else {
-			n = n.left
+			n = n.tl
 		}
 	}
-	if best == nil {
-		return nil
-	}
-	return best.obj
+	return best
 }
 
 // ceil returns the object with the smallest key >= key.
 func (t *treap) ceil(key uint64) *object {
-	var best *tnode
+	var best *object
 	for n := t.root; n != nil; {
-		if n.key >= key {
+		if n.start >= key {
 			best = n
-			n = n.left
+			n = n.tl
 		} else {
-			n = n.right
+			n = n.tr
 		}
 	}
-	if best == nil {
-		return nil
-	}
-	return best.obj
+	return best
 }
 
 // each visits objects in address order until f returns false.
 func (t *treap) each(f func(*object) bool) {
-	var walk func(n *tnode) bool
-	walk = func(n *tnode) bool {
+	var walk func(n *object) bool
+	walk = func(n *object) bool {
 		if n == nil {
 			return true
 		}
-		return walk(n.left) && f(n.obj) && walk(n.right)
+		return walk(n.tl) && f(n) && walk(n.tr)
 	}
 	walk(t.root)
 }

@@ -40,6 +40,7 @@ type object struct {
 	chunk       *object // a stream-ordered allocation's chunk
 	stream      *stream // the stream a stream-ordered allocation is ordered on
 	stack       stack
+	tlinks
 	*objExt
 }
 
