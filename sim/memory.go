@@ -223,7 +223,7 @@ func (g *GPU) freeObject(o *object) {
 			g.bigStore.drop(o.start, o.size)
 		}
 		o.host = nil
-		g.managedVA.release(o.start, o.size)
+		g.managedVA.release(o.start, roundUp(o.size, o.mps))
 	}
 }
 

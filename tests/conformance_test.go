@@ -5,6 +5,8 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/backendtest"
+	_ "github.com/gpumem/gpumem/driver"
+	_ "github.com/gpumem/gpumem/hip"
 	"github.com/gpumem/gpumem/sim"
 )
 
@@ -48,3 +50,32 @@ func TestConformanceSim(t *testing.T) {
 			NoVMM: true, NoManaged: true, NoPools: true}}}))
 	})
 }
+
+// simOpenVendor returns an opener of a vendor backend that skips, saying
+// why, when no device is present. Each subtest gets its own instance.
+func simOpenVendor(name string) func(t *testing.T) gpumem.Backend {
+	return func(t *testing.T) gpumem.Backend {
+		b, err := gpumem.Open(gpumem.Options{Backend: name})
+		if err != nil {
+			t.Skipf("no %s device here: %v", name, err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		return b
+	}
+}
+
+// simRunVendor runs the suite on a vendor backend, or skips saying why.
+func simRunVendor(t *testing.T, name string) {
+	b, err := gpumem.Open(gpumem.Options{Backend: name})
+	if err != nil {
+		t.Skipf("no %s device here: %v", name, err)
+	}
+	_ = b.Close()
+	backendtest.Run(t, simOpenVendor(name))
+}
+
+// The same suite on an NVIDIA GPU, whenever one is present.
+func TestConformanceCUDAGPU(t *testing.T) { simRunVendor(t, "cuda") }
+
+// The same suite on an AMD GPU, whenever one is present.
+func TestConformanceHIPGPU(t *testing.T) { simRunVendor(t, "hip") }
