@@ -481,7 +481,7 @@ func (m *Manager) fromDevice(b *Buffer, to Tier) (func(), error) {
 	if to == TierHost {
 		host = m.hostSlice(size)
 		err = m.mv.toHost(src, size, waits, func(off uint64, p []byte) error {
-			copy(host[off:], p)
+			parallelCopy(host[off:], p)
 			return nil
 		})
 	} else {
@@ -639,7 +639,7 @@ func (m *Manager) unspill(b *Buffer) (func(), error) {
 	start := time.Now()
 	if from == TierHost {
 		err = m.mv.toDevice(p, size, func(off uint64, dst []byte) error {
-			copy(dst, host[off:])
+			parallelCopy(dst, host[off:])
 			return nil
 		}, ev)
 	} else {
