@@ -105,7 +105,11 @@ func TestReplay(t *testing.T) {
 			func(p, _ float64) float64 { return p }},
 		{"expandable", expandableOptions(), func(_, b float64) float64 { return b }},
 	}
-	for _, name := range []string{"gpt2", "mix2"} {
+	names := []string{"gpt2", "mix2"}
+	if raceOn {
+		names, confs = names[1:], confs[1:2] // the race run checks the default configuration on one trace
+	}
+	for _, name := range names {
 		tr := loadTrace(t, name)
 		an := anchors[name]
 		for _, c := range confs {
@@ -127,6 +131,9 @@ func TestReplay(t *testing.T) {
 // TestCrossStreamReuseSaving measures what cross-stream reuse saves on the
 // two-stream trace: peak reserved with and without it.
 func TestCrossStreamReuseSaving(t *testing.T) {
+	if raceOn {
+		t.Skip("measured without the race detector (TestReplay covers the path under it)")
+	}
 	tr := loadTrace(t, "mix2")
 	var peaks [2]uint64
 	for i, on := range []bool{false, true} {

@@ -286,7 +286,11 @@ func TestRandomSim(t *testing.T) {
 				s gpumem.Stream
 			}
 			var live []liveAlloc
-			for i := 0; i < 600; i++ {
+			n := 600
+			if raceOn {
+				n = 150
+			}
+			for i := 0; i < n; i++ {
 				if r := rng.Intn(10); r < 5 || len(live) == 0 {
 					n := uint64(rng.Intn(3<<20) + 1)
 					s := ss[rng.Intn(4)]
