@@ -81,6 +81,9 @@ func New(b gpumem.Backend, opts Options) (*Allocator, error) {
 	if opts.PageSize == 0 {
 		opts.PageSize = DefaultPageSize
 	}
+	if opts.SegmentSize == 0 {
+		opts.SegmentSize = DefaultSegmentSize
+	}
 	if opts.CoarseGrain && b.Name() != "hip" {
 		return nil, fmt.Errorf("managed: coarse-grain advice is HIP's; backend %q has none: %w", b.Name(), gpumem.ErrNotSupported)
 	}
@@ -275,7 +278,7 @@ func (a *Allocator) Alloc(size uint64, loc gpumem.Location, s gpumem.Stream) (*B
 	if err != nil {
 		return nil, a.translate(err)
 	}
-	buf := &Buffer{Ptr: p, Size: size, a: a, pool: pool, host: host, dev: s.Device, stream: s, loc: loc, accessedBy: -1}
+	buf := &Buffer{Ptr: p, Size: size, a: a, pool: pool, host: host, dev: s.Device, stream: s, loc: loc, accessedBy: -1, pref: loc, prefKnown: true}
 	if host {
 		buf.accessedBy = s.Device
 	}

@@ -28,9 +28,11 @@ type Buffer struct {
 
 	mu         sync.Mutex
 	loc        gpumem.Location
-	accessedBy int  // device advised as accessing it; -1: none
-	moved      bool // advice differs from the pool's initial hints
-	prefetched bool // the last prefetch went to loc
+	accessedBy int             // device advised as accessing it; -1: none
+	pref       gpumem.Location // the preferred location advised, when prefKnown
+	prefKnown  bool            // false after a failed preferred-location advice
+	moved      bool            // advice differs from the pool's initial hints
+	prefetched bool            // the last prefetch went to loc
 	freed      bool
 	foreign    []gpumem.Stream // streams of other devices that used it
 }
@@ -112,8 +114,15 @@ func (b *Buffer) errFreed() error {
 	return fmt.Errorf("managed: buffer %#x used after Free: %w", uintptr(b.Ptr), gpumem.ErrInvalidValue)
 }
 
-// moveLocked advises the buffer towards loc and queues its prefetch on s,
-// rolling the advice back if a step fails. b.mu held.
+// moveLocked queues the buffer's prefetch to loc on s and then advises it
+// towards loc. The prefetch goes first: cuMemPrefetchAsync migrates to its
+// destination whatever the range's advice, and cuMemAdvise is a host call
+// that may be made while a prefetch of the range is in flight, so the
+// advice (which costs milliseconds per GiB in the driver) runs while the
+// copy engine moves the pages instead of before it. Only the advice that
+// differs from the buffer's current advice is sent. If the advice fails,
+// the old advice is restored and the pages are prefetched back, so that the
+// buffer keeps its previous placement. b.mu held.
 func (b *Buffer) moveLocked(loc gpumem.Location, s gpumem.Stream) error {
 	a := b.a
 	oldLoc, oldAcc := b.loc, b.accessedBy
@@ -126,27 +135,32 @@ func (b *Buffer) moveLocked(loc gpumem.Location, s gpumem.Stream) error {
 			newAcc = oldLoc.Device
 		}
 	}
-	if err := b.advise(loc, newAcc); err != nil {
-		if rerr := b.advise(oldLoc, oldAcc); rerr != nil {
-			a.dirty.Store(true)
-		}
-		return err
-	}
 	migrate := loc.Kind == gpumem.LocationHost || a.migrates[loc.Device]
 	if oldLoc.Kind == gpumem.LocationDevice && !a.migrates[oldLoc.Device] && loc.Kind == gpumem.LocationHost {
 		migrate = false // the pages never left the host
 	}
 	if migrate {
 		if err := a.b.Prefetch(b.Ptr, b.Size, loc, s); err != nil {
-			if rerr := b.advise(oldLoc, oldAcc); rerr != nil {
-				a.dirty.Store(true)
-			}
 			return fmt.Errorf("managed: prefetching %#x to %s: %w", uintptr(b.Ptr), loc, err)
 		}
 		if err := b.recordUseLocked(s); err != nil {
-			// The prefetch is queued: the move stands; wait for it at free.
+			// The prefetch is queued: wait for it at free.
 			b.foreign = append(b.foreign, s)
 		}
+	}
+	if err := b.advise(loc, newAcc); err != nil {
+		if rerr := b.advise(oldLoc, oldAcc); rerr != nil {
+			a.dirty.Store(true)
+		}
+		if migrate {
+			back := oldLoc
+			if back.Kind == gpumem.LocationDevice && !a.migrates[back.Device] {
+				back = gpumem.HostLocation()
+			}
+			perr := a.b.Prefetch(b.Ptr, b.Size, back, s)
+			b.prefetched = perr == nil && back == oldLoc
+		}
+		return err
 	}
 	a.resident[a.residentIndex(oldLoc)].Add(-int64(b.Size))
 	a.resident[a.residentIndex(loc)].Add(int64(b.Size))
@@ -166,12 +180,18 @@ func (b *Buffer) initialPlacement() bool {
 }
 
 // advise sets the preferred location and the accessed-by device (-1: none),
-// changing only what differs from the buffer's current advice. b.mu held;
-// b.accessedBy is updated as the calls succeed.
+// sending only the advice that differs from the buffer's current advice:
+// no preferred location that is already in effect, no accessed-by unset
+// that was never set. b.mu held; b.pref and b.accessedBy follow the calls
+// that succeed.
 func (b *Buffer) advise(pref gpumem.Location, acc int) error {
 	a := b.a
-	if err := a.b.Advise(b.Ptr, b.Size, gpumem.AdviseSetPreferredLocation, pref); err != nil {
-		return fmt.Errorf("managed: advising %#x to prefer %s: %w", uintptr(b.Ptr), pref, err)
+	if !b.prefKnown || b.pref != pref {
+		b.prefKnown = false
+		if err := a.b.Advise(b.Ptr, b.Size, gpumem.AdviseSetPreferredLocation, pref); err != nil {
+			return fmt.Errorf("managed: advising %#x to prefer %s: %w", uintptr(b.Ptr), pref, err)
+		}
+		b.pref, b.prefKnown = pref, true
 	}
 	if b.accessedBy == acc {
 		return nil

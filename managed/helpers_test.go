@@ -26,6 +26,7 @@ type recorder struct {
 
 	mu     sync.Mutex
 	advice []adviceCall
+	ops    []string // advice and prefetches in call order: "set_preferred_location host", "prefetch device 0"
 }
 
 func (r *recorder) Name() string {
@@ -45,9 +46,48 @@ func (r *recorder) Advise(p gpumem.Ptr, size uint64, advice gpumem.Advice, loc g
 	if err == nil {
 		r.mu.Lock()
 		r.advice = append(r.advice, adviceCall{p, size, advice, loc})
+		r.ops = append(r.ops, advice.String()+" "+loc.String())
 		r.mu.Unlock()
 	}
 	return err
+}
+
+func (r *recorder) Prefetch(p gpumem.Ptr, size uint64, loc gpumem.Location, s gpumem.Stream) error {
+	err := r.GPU.Prefetch(p, size, loc, s)
+	if err == nil {
+		r.mu.Lock()
+		r.ops = append(r.ops, "prefetch "+loc.String())
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// takeOps returns the advice and prefetches recorded since the last call.
+func (r *recorder) takeOps() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.ops
+	r.ops = nil
+	return out
+}
+
+// accessedBy replays the recorded accessed-by advice on [p, p+size) and
+// returns the devices left advised.
+func (r *recorder) accessedBy(p gpumem.Ptr, size uint64) map[gpumem.Location]bool {
+	set := map[gpumem.Location]bool{}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.advice {
+		if c.p < p.Add(size) && p < c.p.Add(c.size) {
+			switch c.advice {
+			case gpumem.AdviseSetAccessedBy:
+				set[c.loc] = true
+			case gpumem.AdviseUnsetAccessedBy:
+				delete(set, c.loc)
+			}
+		}
+	}
+	return set
 }
 
 func (r *recorder) DeviceAttribute(dev int, a gpumem.Attribute) (int, error) {

@@ -710,3 +710,123 @@ func TestOptionsFromConf(t *testing.T) {
 		}
 	}
 }
+
+// TestMoveOrderAndMinimalAdvice checks that a move queues its prefetch
+// before it advises, sends only the advice that changes, and leaves the
+// seed's advice in effect: a device location prefers the device with no
+// accessed-by; the host prefers the host, accessed by the device left.
+func TestMoveOrderAndMinimalAdvice(t *testing.T) {
+	r, a := setup(t, sim.Config{Devices: []sim.DeviceConfig{{}, {}}}, Options{})
+	b, err := a.Alloc(8*mib, dev0, s0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev1 := gpumem.DeviceLocation(1)
+	steps := []struct {
+		to   gpumem.Location
+		ops  []string
+		pref gpumem.Location
+		acc  []gpumem.Location
+	}{
+		// Never advised accessed-by: nothing to unset.
+		{dev1, []string{"prefetch " + dev1.String(), "set_preferred_location " + dev1.String()}, dev1, nil},
+		{host, []string{"prefetch " + host.String(), "set_preferred_location " + host.String(), "set_accessed_by " + dev1.String()}, host, []gpumem.Location{dev1}},
+		{dev0, []string{"prefetch " + dev0.String(), "set_preferred_location " + dev0.String(), "unset_accessed_by " + dev1.String()}, dev0, nil},
+		{host, []string{"prefetch " + host.String(), "set_preferred_location " + host.String(), "set_accessed_by " + dev0.String()}, host, []gpumem.Location{dev0}},
+	}
+	r.takeOps()
+	for _, st := range steps {
+		if _, err := b.To(st.to, ToOptions{Stream: s0}); err != nil {
+			t.Fatalf("To(%v): %v", st.to, err)
+		}
+		if err := r.StreamSynchronize(s0); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.takeOps(); strings.Join(got, "; ") != strings.Join(st.ops, "; ") {
+			t.Fatalf("To(%v) calls:\n got  %q\n want %q", st.to, got, st.ops)
+		}
+		if loc, err := r.RangeLocation(b.Ptr, b.Size, gpumem.RangePreferredLocation); err != nil || loc != st.pref {
+			t.Fatalf("after To(%v) preferred location %v (%v), want %v", st.to, loc, err, st.pref)
+		}
+		if loc, err := r.RangeLocation(b.Ptr, b.Size, gpumem.RangeLastPrefetchLocation); err != nil || loc != st.to {
+			t.Fatalf("after To(%v) last prefetch location %v (%v)", st.to, loc, err)
+		}
+		acc := r.accessedBy(b.Ptr, b.Size)
+		if len(acc) != len(st.acc) {
+			t.Fatalf("after To(%v) accessed by %v, want %v", st.to, acc, st.acc)
+		}
+		for _, l := range st.acc {
+			if !acc[l] {
+				t.Fatalf("after To(%v) accessed by %v, want %v", st.to, acc, st.acc)
+			}
+		}
+		if err := a.VerifyResidency(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Freed at the host, accessed by device 0: the pool's hints come back
+	// with one preferred-location advice and one unset, nothing repeated.
+	p := b.Ptr
+	if err := b.Free(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"set_preferred_location " + dev0.String(), "unset_accessed_by " + dev0.String()}
+	if got := r.takeOps(); strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Fatalf("free calls %q, want %q", got, want)
+	}
+	if acc := r.accessedBy(p, 8*mib); len(acc) != 0 {
+		t.Fatalf("freed block accessed by %v", acc)
+	}
+}
+
+// TestMoveAdviceFailureKeepsPlacement checks that a move whose advice fails
+// after its prefetch was queued restores the old advice and sends the pages
+// back, so that the buffer keeps its placement and the driver agrees.
+func TestMoveAdviceFailureKeepsPlacement(t *testing.T) {
+	for nth := 1; nth <= 2; nth++ {
+		r, a := setup(t, sim.Config{}, Options{})
+		b, err := a.Alloc(8*mib, dev0, s0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := pattern(int(b.Size), 9)
+		if err := r.CopyToDevice(b.Ptr, data); err != nil {
+			t.Fatal(err)
+		}
+		r.takeOps()
+		r.InjectFault("Advise", nth, errInjected)
+		if _, err := b.To(host, ToOptions{Stream: s0}); !errors.Is(err, errInjected) {
+			t.Fatalf("advice fault %d: To returned %v", nth, err)
+		}
+		r.ClearFaults()
+		if err := r.StreamSynchronize(s0); err != nil {
+			t.Fatal(err)
+		}
+		if b.Location() != dev0 || a.Residency()[dev0] != b.Size {
+			t.Fatalf("advice fault %d: location %v, residency %v", nth, b.Location(), a.Residency())
+		}
+		if err := a.VerifyResidency(); err != nil {
+			t.Fatalf("advice fault %d: %v", nth, err)
+		}
+		if sr := r.Residency(b.Ptr, b.Size); sr[dev0] != b.Size {
+			t.Fatalf("advice fault %d: pages at %v", nth, sr)
+		}
+		if acc := r.accessedBy(b.Ptr, b.Size); len(acc) != 0 {
+			t.Fatalf("advice fault %d: accessed by %v", nth, acc)
+		}
+		got := make([]byte, b.Size)
+		if err := r.CopyFromDevice(got, b.Ptr); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("advice fault %d: data changed (%v)", nth, err)
+		}
+		// The next move works and sends the whole advice.
+		if _, err := b.To(host, ToOptions{Stream: s0}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.VerifyResidency(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Free(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -12,6 +12,13 @@ import (
 // a device's memory that the allocator's managed memory may reach.
 const DefaultMaxDeviceFraction = 0.5
 
+// DefaultSegmentSize is the size of the managed allocations that segments
+// are carved from when Options.SegmentSize is 0: the smallest size that
+// TestGPUManagedBlockSizes measured near full prefetch bandwidth on an
+// H200 (2 MiB allocations prefetched at 13-28 GB/s, 20 MiB and larger near
+// the 1 GiB rate); see doc.go for the figures.
+const DefaultSegmentSize = 20 << 20
+
 // DefaultPageSize is the managed-memory page size assumed when verifying
 // residency: the large page of the CUDA and HIP drivers, and the
 // simulator's page.
@@ -19,7 +26,7 @@ const DefaultPageSize = 2 << 20
 
 // Options configure an Allocator. The zero value is usable: caching rules of
 // the caching package's defaults, the guard at half of the smallest device,
-// segments taken from the backend one managed allocation each.
+// segments carved from managed allocations of DefaultSegmentSize.
 type Options struct {
 	// Force creates the allocator even when unified memory is not enabled
 	// (Enable, GPUMEM_ENABLE_UNIFIED_MEMORY). Tools that name the managed
@@ -38,13 +45,14 @@ type Options struct {
 	// Oversubscribing a shared GPU can stall every program on it; ask for it
 	// only on a machine that is yours.
 	AllowOversubscription bool
-	// SegmentSize, when set (a multiple of 2 MiB), makes the backend's
-	// managed allocations at least this large: the caching pools' segments of
-	// up to this size are carved from such chunks, and a chunk goes back to
-	// the backend when its last segment does. 0 gives each segment its own
-	// managed allocation (the caching package's sizes: 2 MiB, 20 MiB, or the
-	// request rounded to 2 MiB). TestGPUManagedBlockSizes measures the cost
-	// of each size on a real device.
+	// SegmentSize (a multiple of 2 MiB) makes the backend's managed
+	// allocations at least this large: the caching pools' segments of up to
+	// this size are carved from such chunks, and a chunk goes back to the
+	// backend when its last segment does; larger segments get their own
+	// managed allocation. 0 means DefaultSegmentSize. 2 MiB gives every
+	// segment its own managed allocation (the caching package's sizes: 2 MiB,
+	// 20 MiB, or the request rounded to 2 MiB). TestGPUManagedBlockSizes
+	// measures the cost of each size on a real device.
 	SegmentSize uint64
 	// CoarseGrain applies HIP's coarse-grain advice (hipMemAdvise
 	// hipMemAdviseSetCoarseGrain) to every new segment. HIP only: New fails
