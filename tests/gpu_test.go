@@ -164,8 +164,10 @@ func BenchmarkGPUCtxGetCurrent(b *testing.B) {
 	})
 }
 
-// BenchmarkGPUPoolAllocFree is cuMemAllocFromPoolAsync+cuMemFreeAsync (1 MiB)
-// through the backend; compare with drvbench's pool loop_ns.
+// BenchmarkGPUPoolAllocFree is a 1 MiB stream-ordered allocation+free pair
+// through the backend, from the device's current pool (cuMemAllocAsync) and
+// from a named pool (cuMemAllocFromPoolAsync); compare with drvbench's pool
+// loop_ns, which uses cuMemAllocAsync.
 func BenchmarkGPUPoolAllocFree(b *testing.B) {
 	be := openGPU(b, "cuda")
 	defer be.Close()
@@ -177,16 +179,30 @@ func BenchmarkGPUPoolAllocFree(b *testing.B) {
 	if err := be.MemPoolSetAttribute(pool, gpumem.PoolReleaseThreshold, ^uint64(0)); err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		p, err := be.MallocFromPoolAsync(1<<20, pool, s)
-		if err != nil {
-			b.Fatal(err)
+	b.Run("MallocAsync", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := be.MallocAsync(1<<20, s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := be.FreeAsync(p, s); err != nil {
+				b.Fatal(err)
+			}
 		}
-		if err := be.FreeAsync(p, s); err != nil {
-			b.Fatal(err)
+	})
+	b.Run("MallocFromPoolAsync", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := be.MallocFromPoolAsync(1<<20, pool, s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := be.FreeAsync(p, s); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
+	})
 	be.StreamSynchronize(s)
 	be.StreamDestroy(s)
 }
