@@ -61,7 +61,11 @@ func (g *fakeGPU) StreamCreate(dev int, f gpumem.StreamFlags, p int) (gpumem.Str
 	g.nstream++
 	return gpumem.Stream{Handle: g.nstream, Device: dev}, nil
 }
-func (g *fakeGPU) StreamDestroy(s gpumem.Stream) error     { return nil }
+func (g *fakeGPU) StreamDestroy(s gpumem.Stream) error { return nil }
+func (g *fakeGPU) DeviceSynchronize(dev int) error     { return nil }
+func (g *fakeGPU) DefaultMemPool(dev int) (gpumem.MemPool, error) {
+	return gpumem.MemPool{}, &gpumem.NotSupportedError{Backend: "fake", Op: "DefaultMemPool", Reason: "no pools"}
+}
 func (g *fakeGPU) StreamSynchronize(s gpumem.Stream) error { return nil }
 func (g *fakeGPU) Malloc(dev int, size uint64) (gpumem.Ptr, error) {
 	g.mu.Lock()

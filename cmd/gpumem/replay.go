@@ -120,10 +120,12 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 			}
 			res, err := replay.Run(b, tr, a, replay.Options{Allocator: name, Conf: conf.String()})
 			if err != nil {
+				settle(b)
 				fmt.Fprintf(stderr, "gpumem: %s through %s: %v\n", tr.Name, name, trimPrefix(err))
 				failed = true
 				continue
 			}
+			settle(b)
 			results = append(results, res)
 			if *asJSON {
 				line, _ := json.Marshal(res)
@@ -148,6 +150,22 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// settle makes one replay's leftovers invisible to the next on the same
+// backend: memory an allocator left cached in device 0's default
+// stream-ordered pool (whose high-water mark is process-wide) is released and
+// the pool's high-water marks are reset. Errors are ignored: a backend
+// without pools has nothing to settle.
+func settle(b gpumem.Backend) {
+	b.DeviceSynchronize(0)
+	pool, err := b.DefaultMemPool(0)
+	if err != nil {
+		return
+	}
+	b.MemPoolTrimTo(pool, 0)
+	b.MemPoolSetAttribute(pool, gpumem.PoolReservedMemHigh, 0)
+	b.MemPoolSetAttribute(pool, gpumem.PoolUsedMemHigh, 0)
 }
 
 func isSet(fs *flag.FlagSet, name string) bool {

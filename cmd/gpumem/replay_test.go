@@ -269,3 +269,18 @@ func TestReplayManagedOptIn(t *testing.T) {
 		t.Fatalf("with the switch: exit %d, %s, %s", code, o, e)
 	}
 }
+
+// Each replay starts clean: memory the stream-ordered pool kept from one
+// trace does not show up in the next trace's peak.
+func TestReplayRunsAreIsolated(t *testing.T) {
+	big := writeTrace(t, "big.trace", "a 1 1073741824 0\nf 1 0\n")
+	small := writeTrace(t, "small.trace", "a 1 1048576 0\nf 1 0\n")
+	code, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "asyncpool", "--json", big, small)
+	l := decodeLines(t, o)
+	if code != exitOK || len(l) != 2 {
+		t.Fatalf("exit %d: %s %s", code, o, e)
+	}
+	if l[0]["peak_reserved"].(float64) < 1<<30 || l[1]["peak_reserved"].(float64) >= 1<<30 {
+		t.Fatalf("the second replay inherited the first's memory: %v then %v", l[0]["peak_reserved"], l[1]["peak_reserved"])
+	}
+}
