@@ -138,12 +138,11 @@ func niceStep(max float64) float64 {
 	return 10 * mag
 }
 
+// fmtTick formats a tick value with as many decimals as the step needs
+// (2.5 → "2.5", 0.25 → "0.25", 5000 → "5000").
 func fmtTick(v, step float64) string {
-	if step >= 1 {
-		return fmt.Sprintf("%.0f", v)
-	}
-	dec := int(math.Ceil(-math.Log10(step)))
-	if step*math.Pow(10, float64(dec)) != math.Trunc(step*math.Pow(10, float64(dec))) {
+	dec := 0
+	for dec < 6 && math.Abs(step*math.Pow(10, float64(dec))-math.Round(step*math.Pow(10, float64(dec)))) > 1e-9 {
 		dec++
 	}
 	return fmt.Sprintf("%.*f", dec, v)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -248,6 +249,25 @@ func TestVersionString(t *testing.T) {
 	} {
 		if got := versionString(tc.backend, tc.v); got != tc.want {
 			t.Errorf("versionString(%s, %d) = %q, want %q", tc.backend, tc.v, got, tc.want)
+		}
+	}
+}
+
+func TestTicks(t *testing.T) {
+	for _, tc := range []struct {
+		v, step float64
+		want    string
+	}{
+		{7.5, 2.5, "7.5"}, {10, 2.5, "10.0"}, {0.75, 0.25, "0.75"}, {5000, 5000, "5000"}, {4, 2, "4"}, {0.2, 0.1, "0.2"},
+	} {
+		if got := fmtTick(tc.v, tc.step); got != tc.want {
+			t.Errorf("fmtTick(%v, %v) = %q, want %q", tc.v, tc.step, got, tc.want)
+		}
+	}
+	for _, max := range []float64{0.3, 1, 7.4, 12.49, 16.8, 140, 68435} {
+		step := niceStep(max)
+		if n := math.Ceil(max / step); n > maxTicks || n < 2 {
+			t.Errorf("niceStep(%v) = %v gives %v ticks", max, step, n)
 		}
 	}
 }
