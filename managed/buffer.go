@@ -114,15 +114,19 @@ func (b *Buffer) errFreed() error {
 	return fmt.Errorf("managed: buffer %#x used after Free: %w", uintptr(b.Ptr), gpumem.ErrInvalidValue)
 }
 
-// moveLocked queues the buffer's prefetch to loc on s and then advises it
-// towards loc. The prefetch goes first: cuMemPrefetchAsync migrates to its
-// destination whatever the range's advice, and cuMemAdvise is a host call
-// that may be made while a prefetch of the range is in flight, so the
-// advice (which costs milliseconds per GiB in the driver) runs while the
-// copy engine moves the pages instead of before it. Only the advice that
-// differs from the buffer's current advice is sent. If the advice fails,
-// the old advice is restored and the pages are prefetched back, so that the
-// buffer keeps its previous placement. b.mu held.
+// moveLocked moves the buffer towards loc: advice and a prefetch on s.
+// Only the advice that differs from the buffer's current advice is sent.
+//
+// Towards a device the prefetch goes first: cuMemPrefetchAsync migrates to
+// its destination whatever the range's advice, and cuMemAdvise is a host
+// call that may be made while a prefetch of the range is in flight, so the
+// advice (milliseconds per GiB in the driver) runs while the copy engine
+// moves the pages instead of before it. If that advice fails, the old
+// advice is restored and the pages are prefetched back, so that the buffer
+// keeps its previous placement. Towards the host the advice goes first:
+// accessed-by advice given to pages still on the device costs little, and
+// the migration then maps the host pages for that device as it goes, where
+// advice given after the migration maps them in a second pass. b.mu held.
 func (b *Buffer) moveLocked(loc gpumem.Location, s gpumem.Stream) error {
 	a := b.a
 	oldLoc, oldAcc := b.loc, b.accessedBy
@@ -139,8 +143,23 @@ func (b *Buffer) moveLocked(loc gpumem.Location, s gpumem.Stream) error {
 	if oldLoc.Kind == gpumem.LocationDevice && !a.migrates[oldLoc.Device] && loc.Kind == gpumem.LocationHost {
 		migrate = false // the pages never left the host
 	}
+	restore := func() {
+		if rerr := b.advise(oldLoc, oldAcc); rerr != nil {
+			a.dirty.Store(true)
+		}
+	}
+	prefetchFirst := migrate && loc.Kind == gpumem.LocationDevice
+	if !prefetchFirst {
+		if err := b.advise(loc, newAcc); err != nil {
+			restore()
+			return err
+		}
+	}
 	if migrate {
 		if err := a.b.Prefetch(b.Ptr, b.Size, loc, s); err != nil {
+			if !prefetchFirst {
+				restore()
+			}
 			return fmt.Errorf("managed: prefetching %#x to %s: %w", uintptr(b.Ptr), loc, err)
 		}
 		if err := b.recordUseLocked(s); err != nil {
@@ -148,19 +167,17 @@ func (b *Buffer) moveLocked(loc gpumem.Location, s gpumem.Stream) error {
 			b.foreign = append(b.foreign, s)
 		}
 	}
-	if err := b.advise(loc, newAcc); err != nil {
-		if rerr := b.advise(oldLoc, oldAcc); rerr != nil {
-			a.dirty.Store(true)
-		}
-		if migrate {
+	if prefetchFirst {
+		if err := b.advise(loc, newAcc); err != nil {
+			restore()
 			back := oldLoc
 			if back.Kind == gpumem.LocationDevice && !a.migrates[back.Device] {
 				back = gpumem.HostLocation()
 			}
 			perr := a.b.Prefetch(b.Ptr, b.Size, back, s)
 			b.prefetched = perr == nil && back == oldLoc
+			return err
 		}
-		return err
 	}
 	a.resident[a.residentIndex(oldLoc)].Add(-int64(b.Size))
 	a.resident[a.residentIndex(loc)].Add(int64(b.Size))

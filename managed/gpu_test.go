@@ -226,6 +226,51 @@ func TestGPUManagedMoveBandwidth(t *testing.T) {
 		{"prefetch, then advice", seq(append([]func() error{prefetch(dev)}, append(devAdv, sync)...)...)},
 		{"bare prefetch", seq(prefetch(dev), sync)},
 	}
+	// The pages split in k pieces prefetched at once from k goroutines on
+	// k streams: whether the driver's migration gains from parallel calls.
+	parallel := func(k int) func() error {
+		ss := make([]gpumem.Stream, k)
+		for j := range ss {
+			st, err := raw.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = raw.StreamDestroy(st) })
+			ss[j] = st
+		}
+		return func() error {
+			errs := make(chan error, k)
+			for j := range ss {
+				go func(j int) {
+					piece := uint64(n / k)
+					if err := raw.Prefetch(p2.Add(uint64(j)*piece), piece, dev, ss[j]); err != nil {
+						errs <- err
+						return
+					}
+					errs <- raw.StreamSynchronize(ss[j])
+				}(j)
+			}
+			var first error
+			for range ss {
+				if err := <-errs; err != nil && first == nil {
+					first = err
+				}
+			}
+			if first != nil {
+				return first
+			}
+			return seq(devAdv...)()
+		}
+	}
+	variants = append(variants,
+		struct {
+			name string
+			fn   func() error
+		}{"2 parallel prefetches", parallel(2)},
+		struct {
+			name string
+			fn   func() error
+		}{"4 parallel prefetches", parallel(4)})
 	rawBest := make([]time.Duration, len(variants))
 	for i := 0; i < 5; i++ {
 		for j, v := range variants {
@@ -237,6 +282,29 @@ func TestGPUManagedMoveBandwidth(t *testing.T) {
 			}
 		}
 	}
+	// Towards the host: advice first (To's order there), prefetch first,
+	// and a bare prefetch, each from the device with the device's advice.
+	toDevRaw := seq(append([]func() error{prefetch(dev)}, append(devAdv, sync)...)...)
+	hostAdv := []func() error{advise(gpumem.AdviseSetPreferredLocation, hostLoc), advise(gpumem.AdviseSetAccessedBy, dev)}
+	hostVariants := []struct {
+		name string
+		fn   func() error
+	}{
+		{"advice, then prefetch", seq(append(hostAdv, prefetch(hostLoc), sync)...)},
+		{"prefetch, then advice", seq(append([]func() error{prefetch(hostLoc)}, append(hostAdv, sync)...)...)},
+		{"bare prefetch", seq(prefetch(hostLoc), sync)},
+	}
+	hostBest := make([]time.Duration, len(hostVariants))
+	for i := 0; i < 3; i++ {
+		for j, v := range hostVariants {
+			if err := toDevRaw(); err != nil {
+				t.Fatal(err)
+			}
+			if d := best(t, 1, v.fn); i == 0 || d < hostBest[j] {
+				hostBest[j] = d
+			}
+		}
+	}
 
 	t.Logf("1 GiB  pinned H2D %.1f GB/s  To(device) %.1f GB/s  ratio %.2f", gbps(n, h2d), gbps(n, toDev), h2d.Seconds()/toDev.Seconds())
 	t.Logf("1 GiB  pinned D2H %.1f GB/s  To(host)   %.1f GB/s  ratio %.2f", gbps(n, d2h), gbps(n, toHost), d2h.Seconds()/toHost.Seconds())
@@ -244,6 +312,9 @@ func TestGPUManagedMoveBandwidth(t *testing.T) {
 		advDev+pfDev, toDev, advDev, pfDev, advHost, toHost)
 	for j, v := range variants {
 		t.Logf("raw host->device move, %-22s %.1f GB/s  ratio to pinned H2D %.2f", v.name, gbps(n, rawBest[j]), h2d.Seconds()/rawBest[j].Seconds())
+	}
+	for j, v := range hostVariants {
+		t.Logf("raw device->host move, %-22s %.1f GB/s  ratio to pinned D2H %.2f", v.name, gbps(n, hostBest[j]), d2h.Seconds()/hostBest[j].Seconds())
 	}
 	if r := h2d.Seconds() / toDev.Seconds(); r < 0.9 {
 		t.Logf("To(device) below the goal of 0.90 of the pinned copy: %.2f", r)

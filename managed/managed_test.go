@@ -711,8 +711,8 @@ func TestOptionsFromConf(t *testing.T) {
 	}
 }
 
-// TestMoveOrderAndMinimalAdvice checks that a move queues its prefetch
-// before it advises, sends only the advice that changes, and leaves the
+// TestMoveOrderAndMinimalAdvice checks that a move to a device queues its
+// prefetch before it advises (and a move to the host advises first), sends only the advice that changes, and leaves the
 // seed's advice in effect: a device location prefers the device with no
 // accessed-by; the host prefers the host, accessed by the device left.
 func TestMoveOrderAndMinimalAdvice(t *testing.T) {
@@ -730,9 +730,9 @@ func TestMoveOrderAndMinimalAdvice(t *testing.T) {
 	}{
 		// Never advised accessed-by: nothing to unset.
 		{dev1, []string{"prefetch " + dev1.String(), "set_preferred_location " + dev1.String()}, dev1, nil},
-		{host, []string{"prefetch " + host.String(), "set_preferred_location " + host.String(), "set_accessed_by " + dev1.String()}, host, []gpumem.Location{dev1}},
+		{host, []string{"set_preferred_location " + host.String(), "set_accessed_by " + dev1.String(), "prefetch " + host.String()}, host, []gpumem.Location{dev1}},
 		{dev0, []string{"prefetch " + dev0.String(), "set_preferred_location " + dev0.String(), "unset_accessed_by " + dev1.String()}, dev0, nil},
-		{host, []string{"prefetch " + host.String(), "set_preferred_location " + host.String(), "set_accessed_by " + dev0.String()}, host, []gpumem.Location{dev0}},
+		{host, []string{"set_preferred_location " + host.String(), "set_accessed_by " + dev0.String(), "prefetch " + host.String()}, host, []gpumem.Location{dev0}},
 	}
 	r.takeOps()
 	for _, st := range steps {
@@ -779,13 +779,14 @@ func TestMoveOrderAndMinimalAdvice(t *testing.T) {
 	}
 }
 
-// TestMoveAdviceFailureKeepsPlacement checks that a move whose advice fails
-// after its prefetch was queued restores the old advice and sends the pages
-// back, so that the buffer keeps its placement and the driver agrees.
+// TestMoveAdviceFailureKeepsPlacement checks that a move to a device whose
+// advice fails after its prefetch was queued restores the old advice and
+// sends the pages back, so that the buffer keeps its placement and the
+// driver agrees.
 func TestMoveAdviceFailureKeepsPlacement(t *testing.T) {
 	for nth := 1; nth <= 2; nth++ {
 		r, a := setup(t, sim.Config{}, Options{})
-		b, err := a.Alloc(8*mib, dev0, s0)
+		b, err := a.Alloc(8*mib, host, s0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -793,33 +794,45 @@ func TestMoveAdviceFailureKeepsPlacement(t *testing.T) {
 		if err := r.CopyToDevice(b.Ptr, data); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := b.To(dev0, ToOptions{Stream: s0}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.To(host, ToOptions{Stream: s0}); err != nil {
+			t.Fatal(err)
+		}
 		r.takeOps()
 		r.InjectFault("Advise", nth, errInjected)
-		if _, err := b.To(host, ToOptions{Stream: s0}); !errors.Is(err, errInjected) {
+		if _, err := b.To(dev0, ToOptions{Stream: s0}); !errors.Is(err, errInjected) {
 			t.Fatalf("advice fault %d: To returned %v", nth, err)
 		}
 		r.ClearFaults()
+		if ops := r.takeOps(); len(ops) == 0 || ops[0] != "prefetch "+dev0.String() || ops[len(ops)-1] != "prefetch "+host.String() {
+			t.Fatalf("advice fault %d: calls %q, want the prefetch first and one back last", nth, ops)
+		}
 		if err := r.StreamSynchronize(s0); err != nil {
 			t.Fatal(err)
 		}
-		if b.Location() != dev0 || a.Residency()[dev0] != b.Size {
+		if b.Location() != host || a.Residency()[host] != b.Size {
 			t.Fatalf("advice fault %d: location %v, residency %v", nth, b.Location(), a.Residency())
 		}
 		if err := a.VerifyResidency(); err != nil {
 			t.Fatalf("advice fault %d: %v", nth, err)
 		}
-		if sr := r.Residency(b.Ptr, b.Size); sr[dev0] != b.Size {
+		if loc, err := r.RangeLocation(b.Ptr, b.Size, gpumem.RangePreferredLocation); err != nil || loc != host {
+			t.Fatalf("advice fault %d: preferred location %v (%v)", nth, loc, err)
+		}
+		if sr := r.Residency(b.Ptr, b.Size); sr[host] != b.Size {
 			t.Fatalf("advice fault %d: pages at %v", nth, sr)
 		}
-		if acc := r.accessedBy(b.Ptr, b.Size); len(acc) != 0 {
-			t.Fatalf("advice fault %d: accessed by %v", nth, acc)
+		if acc := r.accessedBy(b.Ptr, b.Size); len(acc) != 1 || !acc[dev0] {
+			t.Fatalf("advice fault %d: accessed by %v, want device 0", nth, acc)
 		}
 		got := make([]byte, b.Size)
 		if err := r.CopyFromDevice(got, b.Ptr); err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("advice fault %d: data changed (%v)", nth, err)
 		}
-		// The next move works and sends the whole advice.
-		if _, err := b.To(host, ToOptions{Stream: s0}); err != nil {
+		// The next move works.
+		if _, err := b.To(dev0, ToOptions{Stream: s0}); err != nil {
 			t.Fatal(err)
 		}
 		if err := a.VerifyResidency(); err != nil {
