@@ -73,18 +73,40 @@ func (g *GPU) leaveCapture(st *stream) {
 	}
 }
 
-// unsafeDuringCapture fails (and invalidates) when a global-mode capture is
-// active: the call is one CUDA calls potentially unsafe during capture.
+// unsafeDuringCapture fails (and invalidates) when a global-mode (or
+// thread-local: goroutines cannot be told apart) capture is active: the call
+// is one that CUDA 13 refuses then (measured on an H200: cuMemAlloc,
+// cuMemFree, cuMemHostAlloc, cuStreamSynchronize and cuEventSynchronize of
+// other streams' work).
 func (g *GPU) unsafeDuringCapture(m method, d *device) error {
+	if len(g.captures) == 0 {
+		return nil
+	}
 	var hit bool
 	for _, c := range g.captures {
-		if c.status == captureActive && c.mode == gpumem.CaptureModeGlobal {
+		if c.status == captureActive && c.mode != gpumem.CaptureModeRelaxed {
 			g.invalidate(c)
 			hit = true
 		}
 	}
 	if hit {
 		return errf(m, codeStreamCaptureUnsupported, "not permitted while a global-mode stream capture is active")
+	}
+	return nil
+}
+
+// captureOnDevice fails (and invalidates) when any capture is active on d:
+// cuCtxSynchronize refuses then whatever the mode.
+func (g *GPU) captureOnDevice(m method, d *device) error {
+	var hit bool
+	for _, c := range g.captures {
+		if c.status == captureActive && c.origin.dev == d {
+			g.invalidate(c)
+			hit = true
+		}
+	}
+	if hit {
+		return errf(m, codeStreamCaptureUnsupported, "device %d has a capturing stream", d.ord)
 	}
 	return nil
 }

@@ -103,6 +103,9 @@ func (g *GPU) oom(m method, d *device, size uint64) error {
 	return vendorErr(m, codeOutOfMemory)
 }
 
+// fits reports whether n more bytes fit on d, evicting managed pages if need be.
+func (g *GPU) fits(d *device, n uint64) bool { return d.used+n <= d.cfg.Capacity }
+
 // reserve takes n bytes of d's physical capacity, evicting managed pages
 // resident on d to the host when that makes room; lock held.
 func (g *GPU) reserve(d *device, n uint64) bool {
@@ -142,6 +145,9 @@ func (g *GPU) Malloc(dev int, size uint64) (gpumem.Ptr, error) {
 	rs := roundUp(size, Alignment)
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if err := g.unsafeDuringCapture(mMalloc, d); err != nil {
+		return 0, err
+	}
 	if rs > d.cfg.Capacity || !g.reserve(d, rs) {
 		return 0, g.oom(mMalloc, d, size)
 	}
@@ -159,7 +165,7 @@ func (g *GPU) Malloc(dev int, size uint64) (gpumem.Ptr, error) {
 // Free frees memory from Malloc or MallocManaged (cuMemFree). Like cuMemFree
 // it first waits for the work queued on the device, so that work queued
 // before the Free never sees freed memory. Freeing anything else, or twice,
-// is CUDA_ERROR_INVALID_VALUE.
+// is CUDA_ERROR_INVALID_VALUE; freeing 0 does nothing, as in CUDA.
 func (g *GPU) Free(dev int, p gpumem.Ptr) error {
 	if err := g.enter(mFree); err != nil {
 		return err
@@ -172,6 +178,9 @@ func (g *GPU) Free(dev int, p gpumem.Ptr) error {
 	defer g.mu.Unlock()
 	if err := g.unsafeDuringCapture(mFree, d); err != nil {
 		return err
+	}
+	if p == 0 {
+		return nil // as cuMemFree(0)
 	}
 	o := g.allocs[uint64(p)]
 	if o == nil || (o.kind != objDevice && o.kind != objManaged) {
@@ -240,6 +249,9 @@ func (g *GPU) MallocHost(size uint64) (gpumem.Ptr, error) {
 	rs := roundUp(size, Alignment)
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if err := g.unsafeDuringCapture(mMallocHost, nil); err != nil {
+		return 0, err
+	}
 	start, ok := g.hostVA.alloc(rs)
 	if !ok {
 		return 0, vendorErr(mMallocHost, codeOutOfMemory)
@@ -253,13 +265,19 @@ func (g *GPU) MallocHost(size uint64) (gpumem.Ptr, error) {
 	return gpumem.Ptr(start), nil
 }
 
-// FreeHost frees pinned host memory.
+// FreeHost frees pinned host memory; freeing 0 does nothing, as in CUDA.
 func (g *GPU) FreeHost(p gpumem.Ptr) error {
 	if err := g.enter(mFreeHost); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if err := g.unsafeDuringCapture(mFreeHost, nil); err != nil {
+		return err
+	}
+	if p == 0 {
+		return nil
+	}
 	o := g.allocs[uint64(p)]
 	if o == nil || o.kind != objHost {
 		return errf(mFreeHost, codeInvalidValue, "%#x is not a live MallocHost allocation%s", uint64(p), g.hint(uint64(p)))

@@ -42,7 +42,7 @@ func (g *GPU) EnablePeerAccess(dev, peer int) error {
 		return err
 	}
 	if dev == peer {
-		return errf(mEnablePeerAccess, codeInvalidDevice, "a device cannot be its own peer")
+		return errf(mEnablePeerAccess, codePeerAccessUnsupported, "a device cannot be its own peer")
 	}
 	if !g.peerPossible(dev, peer) {
 		return errf(mEnablePeerAccess, codePeerAccessUnsupported, "device %d cannot access device %d", dev, peer)

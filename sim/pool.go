@@ -158,8 +158,9 @@ func (g *GPU) MemPoolSetAttribute(mp gpumem.MemPool, a gpumem.PoolAttribute, v u
 }
 
 // MemPoolGetAttribute reads a pool attribute. Reserved memory counts the
-// chunks the pool holds; used memory counts its allocations (rounded to 512
-// bytes) whose free the stream has not reached yet.
+// chunks the pool holds; used memory counts the bytes asked for by its
+// allocations whose free the stream has not reached yet (CUDA counts the
+// requested sizes, not the rounded ones).
 func (g *GPU) MemPoolGetAttribute(mp gpumem.MemPool, a gpumem.PoolAttribute) (uint64, error) {
 	if err := g.enter(mMemPoolGetAttribute); err != nil {
 		return 0, err
@@ -323,10 +324,9 @@ func (g *GPU) poolAlloc(m method, p *pool, size uint64, st *stream) (gpumem.Ptr,
 	o := &object{kind: objPoolAlloc, id: g.id(), start: start, size: n, req: size, dev: p.dev.ord, stack: stk, pool: p, chunk: chunk, stream: st}
 	insertSub(chunk, o)
 	g.allocs[start] = o
-	if !fromPending {
-		p.used += n
-		p.usedHigh = max(p.usedHigh, p.used)
-	}
+	_ = fromPending
+	p.used += size
+	p.usedHigh = max(p.usedHigh, p.used)
 	return gpumem.Ptr(start), nil
 }
 
@@ -354,10 +354,15 @@ func (g *GPU) takePending(p *pool, n uint64, st *stream) (uint64, bool, bool) {
 	return 0, false, false
 }
 
-// grow reserves a new chunk for an allocation of n bytes.
+// grow reserves a new chunk for an allocation of n bytes: a multiple of the
+// device's PoolGranularity (32 MiB, as CUDA 13's pools grow on an H200), or
+// of its Granularity when that much does not fit.
 func (g *GPU) grow(m method, p *pool, n uint64) (uint64, error) {
 	d := p.dev
-	cs := roundUp(n, d.cfg.Granularity)
+	cs := roundUp(n, d.cfg.PoolGranularity)
+	if p.maxSize > 0 && p.reserved+cs > p.maxSize || !g.fits(d, cs) {
+		cs = roundUp(n, d.cfg.Granularity)
+	}
 	if p.maxSize > 0 && p.reserved+cs > p.maxSize {
 		return 0, vendorErr(m, codeOutOfMemory)
 	}
@@ -486,9 +491,9 @@ func (g *GPU) completeFree(pf *pfree) {
 		return
 	}
 	pf.o.freed = true
+	p.used -= pf.o.req
 	if pf.size > 0 {
 		p.free.release(pf.start, pf.size)
-		p.used -= pf.size
 	}
 	if p.destroyed {
 		g.releaseChunks(p, 0)
@@ -505,7 +510,7 @@ func (g *GPU) freePoolAlloc(o *object) {
 		g.dropTags(o.start, o.size)
 	}
 	p.free.release(o.start, o.size)
-	p.used -= o.size
+	p.used -= o.req
 	if p.destroyed {
 		g.releaseChunks(p, 0)
 	}

@@ -24,6 +24,10 @@ type DeviceConfig struct {
 
 	// ManagedPageSize is the residency granule of managed memory (default 2 MiB).
 	ManagedPageSize uint64
+	// PoolGranularity is the unit stream-ordered pools grow by (default
+	// 32 MiB, what CUDA 13's pools reserve on an H200); a multiple of
+	// Granularity.
+	PoolGranularity uint64
 }
 
 // Config configures a simulated machine.
@@ -47,6 +51,7 @@ const (
 	DefaultCapacity        = 140 << 30
 	DefaultGranularity     = 2 << 20
 	DefaultManagedPageSize = 2 << 20
+	DefaultPoolGranularity = 32 << 20
 	DefaultName            = "Simulated NVIDIA H200"
 	// Alignment is the alignment of every address the simulator hands out
 	// and the unit sizes are rounded up to.
@@ -175,8 +180,14 @@ func New(cfg Config) (*GPU, error) {
 		if dc.ManagedPageSize == 0 {
 			dc.ManagedPageSize = DefaultManagedPageSize
 		}
+		if dc.PoolGranularity == 0 {
+			dc.PoolGranularity = max(DefaultPoolGranularity, dc.Granularity)
+		}
 		if !pow2(dc.Granularity) || dc.Granularity < pageSize {
 			return nil, fmt.Errorf("sim: device %d: granularity %d is not a power of two >= 64 KiB: %w", i, dc.Granularity, gpumem.ErrInvalidValue)
+		}
+		if dc.PoolGranularity%dc.Granularity != 0 {
+			return nil, fmt.Errorf("sim: device %d: pool granularity %d is not a multiple of the granularity %d: %w", i, dc.PoolGranularity, dc.Granularity, gpumem.ErrInvalidValue)
 		}
 		if !pow2(dc.ManagedPageSize) || dc.ManagedPageSize < pageSize {
 			return nil, fmt.Errorf("sim: device %d: managed page size %d is not a power of two >= 64 KiB: %w", i, dc.ManagedPageSize, gpumem.ErrInvalidValue)

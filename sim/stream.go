@@ -614,6 +614,9 @@ func (g *GPU) StreamSynchronize(s gpumem.Stream) error {
 		g.invalidate(st.cap)
 		return errf(mStreamSynchronize, codeStreamCaptureUnsupported, "%v is capturing", s)
 	}
+	if err := g.unsafeDuringCapture(mStreamSynchronize, st.dev); err != nil {
+		return err
+	}
 	if st.legacy {
 		if err := g.legacyCaptureCheck(mStreamSynchronize, st.dev); err != nil {
 			return err
@@ -771,6 +774,7 @@ func (g *GPU) EventRecord(e gpumem.Event, s gpumem.Stream) error {
 
 func (g *GPU) capturedEvent(m method, ev *event) error {
 	if ev.cap != nil && ev.cap.status != captureEnded {
+		g.invalidate(ev.cap)
 		return errf(m, codeCapturedEvent, "the event was last recorded in a capturing stream")
 	}
 	return nil
@@ -806,6 +810,9 @@ func (g *GPU) EventSynchronize(e gpumem.Event) error {
 		return err
 	}
 	if err := g.capturedEvent(mEventSynchronize, ev); err != nil {
+		return err
+	}
+	if err := g.unsafeDuringCapture(mEventSynchronize, ev.dev); err != nil {
 		return err
 	}
 	if ev.s == nil {
@@ -907,7 +914,7 @@ func (g *GPU) DeviceSynchronize(dev int) error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if err := g.unsafeDuringCapture(mDeviceSynchronize, d); err != nil {
+	if err := g.captureOnDevice(mDeviceSynchronize, d); err != nil {
 		return err
 	}
 	if err := g.syncDevice(mDeviceSynchronize, d); err != nil {
