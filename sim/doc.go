@@ -53,14 +53,15 @@
 // # Stream-ordered pools
 //
 // Each device has a default pool; MemPoolCreate makes more. A pool reserves
-// chunks (whole multiples of the granularity) and carves allocations of 512
-// byte multiples from them. FreeAsync returns memory when its stream
+// chunks and carves allocations of 512 byte multiples from them. FreeAsync returns memory when its stream
 // reaches the free; before that, MallocAsync on the same stream, or on a
 // stream ordered after the free by an event wait, may reuse it at once (as
 // CUDA's follow-event-dependencies). At synchronization points a pool
 // releases empty chunks above its release threshold (0 by default, as in
-// CUDA). The reserved and used attributes are exact: used is the sum of
-// rounded sizes whose free has not been reached, reserved the sum of chunks.
+// CUDA). Pools grow in chunks of 32 MiB multiples (PoolGranularity), as
+// CUDA 13's do on an H200. The reserved and used attributes are exact: used
+// is the sum of the sizes asked for by allocations whose free has not been
+// reached (CUDA counts requested bytes), reserved the sum of chunks.
 //
 // # Graphs
 //
@@ -68,15 +69,18 @@
 // an event recorded in the capture, becomes graph nodes. MallocAsync during
 // capture is an allocation node whose address is fixed at capture and whose
 // memory is taken when a launch reaches it; FreeAsync during capture is a
-// free node. The calls CUDA forbids during capture fail with its codes and
-// invalidate the capture: synchronizing or querying a capturing stream
-// (900), querying an event recorded in a capture (907), legacy-stream work
-// that would synchronize with a capturing blocking stream (906), waiting on
-// an event recorded outside the capture (905), and DeviceSynchronize or Free
-// while a global-mode capture is active (900). The simulator cannot tell
-// goroutines apart, so thread-local mode behaves like relaxed mode. User
-// objects run their destructor when their last reference goes, whether the
-// program, a graph or an executable graph held it.
+// free node. The calls CUDA 13 refuses during capture (as measured on an
+// H200) fail with its codes and invalidate the capture: synchronizing or
+// querying a capturing stream (900), querying or synchronizing an event
+// recorded in a capture (907), legacy-stream work that would synchronize
+// with a capturing blocking stream (906), waiting on an event recorded
+// outside the capture (905), DeviceSynchronize on a device with a capture
+// in any mode (900), and, while a global-mode capture is active, Malloc,
+// Free, MallocHost, FreeHost and synchronizing other streams or events
+// (900). The simulator cannot tell goroutines apart, so thread-local mode
+// behaves like global mode; relaxed mode permits those calls. User objects
+// run their destructor when their last reference goes, whether the program,
+// a graph or an executable graph held it.
 //
 // # The use-after-free detector
 //
