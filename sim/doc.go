@@ -53,8 +53,8 @@
 // # Stream-ordered pools
 //
 // Each device has a default pool; MemPoolCreate makes more. A pool reserves
-// chunks and carves allocations of 512 byte multiples from them. FreeAsync returns memory when its stream
-// reaches the free; before that, MallocAsync on the same stream, or on a
+// chunks and carves allocations of 512 byte multiples from them. FreeAsync
+// returns memory when its stream reaches the free; before that, MallocAsync on the same stream, or on a
 // stream ordered after the free by an event wait, may reuse it at once (as
 // CUDA's follow-event-dependencies). At synchronization points a pool
 // releases empty chunks above its release threshold (0 by default, as in
