@@ -72,8 +72,42 @@
 // Manage follow Options.MoveOnCopy (enabled_uvm_move_on_copy). Manage and
 // Unmanage copy ordinary memory into managed memory and back.
 //
+// Order of a move: towards a device the prefetch is queued first and the
+// advice follows while the copy engine migrates (cuMemAdvise is a host call,
+// legal while a prefetch of the range is in flight, and cuMemPrefetchAsync
+// migrates to its destination whatever the advice); towards the host the
+// advice goes first, so that the migration maps the host pages for the
+// device it leaves as it goes. Only advice that differs from the buffer's
+// current advice is sent. On an NVIDIA H200 (driver 580.159.04) a 1 GiB
+// host-to-device move took 21.8 ms, of which 10.3 ms in the prefetch call
+// and 11.5 ms in the advice: 49.3 GB/s, the same as a bare prefetch
+// (49.5 GB/s) and 0.89 of a pinned copy (55.5 GB/s); advice first gave
+// 34.5 GB/s. Device to host: 12.8 GB/s (advice first 13.0, prefetch first
+// 11.7, bare prefetch 17.7; pinned 55.4).
+//
 // Advice applies to whole pages: buffers that share a page (small blocks)
 // share its advice, and the last move wins for the shared page.
+//
+// # Segment size
+//
+// Options.SegmentSize defaults to DefaultSegmentSize, 20 MiB: small
+// segments (2 MiB) are carved from 20 MiB managed allocations. Measured by
+// TestGPUManagedBlockSizes on an NVIDIA H200 (prefetch of a whole
+// device-resident segment, GB/s):
+//
+//	segment   alloc+free µs   device->host   host->device
+//	2 MiB     20.7            10.4           27.0
+//	4 MiB     27.9            16.7           39.4
+//	8 MiB     14.0            18.4           44.8
+//	20 MiB    14.2            18.4           48.5
+//	64 MiB    13.9            18.6           50.3
+//	256 MiB   14.8            18.3           51.0
+//	1 GiB     15.2            17.3           50.7
+//
+// 2 MiB ranges prefetch at about half the speed of large ones (an earlier
+// run: 13-28 GB/s); from 20 MiB up they are within 5% of the 1 GiB rate,
+// so 20 MiB is the smallest size at full speed. Allocation latency does not
+// depend on the size.
 //
 // # Residency
 //
