@@ -1,6 +1,7 @@
 package deferrable
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,7 +26,7 @@ type Buffer struct {
 	priority int
 	lastUsed uint64
 	dptr     gpumem.Ptr // TierDevice
-	host     []byte     // TierHost
+	hblk     hostBlock  // TierHost
 	ext      extent     // TierDisk
 
 	syncLocks   int                            // Acquire holds
@@ -319,9 +320,11 @@ func (b *Buffer) Free() error {
 		m.disk.release(b.ext)
 	}
 
+	if tier == TierHost {
+		m.arena.release(b.hblk)
+	}
 	m.mu.Lock()
-	m.keepHostLocked(b.host)
-	b.host = nil
+	b.hblk = hostBlock{}
 	m.dropFencesLocked(b)
 	m.st.Frees++
 	m.historyLocked(gpumem.ActionFreeComplete, m.mv.current(), p, b.size)
@@ -432,7 +435,12 @@ func (m *Manager) reserveHost(size uint64) error {
 func (m *Manager) spillOne(b *Buffer) (func(), error) {
 	err := m.reserveHost(b.size)
 	if err == nil {
-		return m.fromDevice(b, TierHost)
+		notify, err := m.fromDevice(b, TierHost)
+		if err != nil && m.disk != nil && errors.Is(err, gpumem.ErrOutOfMemory) {
+			// The arena could not place it (its limit, fragmentation).
+			return m.fromDevice(b, TierDisk)
+		}
+		return notify, err
 	}
 	if m.disk == nil {
 		m.mu.Lock()
@@ -466,55 +474,61 @@ func (m *Manager) demoteHost(size uint64) {
 }
 
 // fromDevice copies device-resident b (marked moving) to tier to (host room
-// already reserved), then gives its device memory back.
+// already reserved): to the host, one DMA into a block of the pinned arena; to
+// disk, through the staging ring. Then it gives the device memory back.
 func (m *Manager) fromDevice(b *Buffer, to Tier) (func(), error) {
 	m.mu.Lock()
 	src, size, waits := b.dptr, b.size, fenceList(b)
 	m.mu.Unlock()
-	cs, err := m.mv.copyStream()
-	if err != nil {
-		return nop, err
-	}
-	start := time.Now()
-	var host []byte
-	var ext extent
-	if to == TierHost {
-		host = m.hostSlice(size)
-		err = m.mv.toHost(src, size, waits, func(off uint64, p []byte) error {
-			parallelCopy(host[off:], p)
-			return nil
-		})
-	} else {
-		ext = m.disk.alloc(size)
-		err = m.mv.toHost(src, size, waits, func(off uint64, p []byte) error {
-			return m.disk.writeAt(p, ext.off+off)
-		})
-	}
-	dur := time.Since(start)
 	stat := &m.st.DeviceToHost
 	if to == TierDisk {
 		stat = &m.st.DeviceToDisk
 	}
-	if err != nil {
-		if to == TierDisk {
-			m.disk.release(ext)
-		}
+	fail := func(err error) (func(), error) {
 		m.mu.Lock()
 		if to == TierHost {
 			m.hostRsv -= size
-			m.keepHostLocked(host)
 		}
 		stat.Failures++
 		m.mu.Unlock()
 		return nop, fmt.Errorf("deferrable: spill buffer %d (%s) to %v: %w", b.id, gpumem.FormatBytes(size), to, err)
 	}
-	// The copy stream waited for every fence and has drained: all use of the
-	// device memory is over.
+	cs, err := m.mv.copyStream()
+	if err != nil {
+		return fail(err)
+	}
+	var blk hostBlock
+	var ext extent
+	var start time.Time
+	if to == TierHost {
+		if blk, err = m.arena.alloc(size); err != nil {
+			return fail(err)
+		}
+		start = time.Now()
+		err = m.mv.copyDirect(blk.ptr(), src, size, waits)
+	} else {
+		ext = m.disk.alloc(size)
+		start = time.Now()
+		err = m.mv.toHost(src, size, waits, func(off uint64, p []byte) error {
+			return m.disk.writeAt(p, ext.off+off)
+		})
+	}
+	dur := time.Since(start)
+	if err != nil {
+		if to == TierDisk {
+			m.disk.release(ext)
+		} else {
+			m.arena.release(blk)
+		}
+		return fail(err)
+	}
+	// The copy stream waited for every fence and the copy has completed: all
+	// use of the device memory is over.
 	derr := m.res.Deallocate(src, cs)
 	m.mu.Lock()
 	if to == TierHost {
 		m.hostRsv -= size
-		b.host = host
+		b.hblk = blk
 	} else {
 		b.ext = ext
 	}
@@ -541,24 +555,37 @@ func (m *Manager) notifySpill(info Info, from Tier) func() {
 	return nop
 }
 
-// hostToDisk writes host-resident b (marked moving) to the disk tier.
+// hostToDisk writes host-resident b (marked moving) to the disk tier, from
+// its pinned block, and gives the block back to the arena.
 func (m *Manager) hostToDisk(b *Buffer) (func(), error) {
 	m.mu.Lock()
-	host, size := b.host, b.size
+	blk, size := b.hblk, b.size
 	m.mu.Unlock()
-	start := time.Now()
 	ext := m.disk.alloc(size)
-	err := m.disk.writeAt(host, ext.off)
+	start := time.Now()
+	var err error
+	if mem := blk.bytes(); mem != nil {
+		err = m.disk.writeAt(mem, ext.off)
+	} else {
+		err = m.chunked(size, func(off uint64, p []byte) error {
+			if err := m.arena.readBlock(blk, off, p); err != nil {
+				return err
+			}
+			return m.disk.writeAt(p, ext.off+off)
+		})
+	}
 	dur := time.Since(start)
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if err != nil {
 		m.disk.release(ext)
+		m.mu.Lock()
 		m.st.HostToDisk.Failures++
+		m.mu.Unlock()
 		return nop, fmt.Errorf("deferrable: spill buffer %d to disk: %w", b.id, err)
 	}
-	m.keepHostLocked(b.host)
-	b.host, b.ext, b.tier = nil, ext, TierDisk
+	m.arena.release(blk)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b.hblk, b.ext, b.tier = hostBlock{}, ext, TierDisk
 	m.subTierLocked(TierHost, size, 1)
 	m.addTierLocked(TierDisk, size, 1)
 	m.st.HostToDisk.Count++
@@ -568,24 +595,55 @@ func (m *Manager) hostToDisk(b *Buffer) (func(), error) {
 	return m.notifySpill(b.infoLocked(), TierHost), nil
 }
 
+// chunked calls f on consecutive pieces of size bytes, each given a scratch
+// slice of at most the staging size (for backends whose pinned memory the
+// process cannot address).
+func (m *Manager) chunked(size uint64, f func(off uint64, p []byte) error) error {
+	buf := make([]byte, min(size, m.mv.chunk))
+	for off := uint64(0); off < size; off += uint64(len(buf)) {
+		if err := f(off, buf[:min(uint64(len(buf)), size-off)]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // diskToHost reads disk-resident b (marked moving; host room reserved) back
-// into host memory.
+// into a block of the pinned arena.
 func (m *Manager) diskToHost(b *Buffer) (func(), error) {
 	size, ext := b.size, b.ext
+	fail := func(err error) (func(), error) {
+		m.mu.Lock()
+		m.hostRsv -= size
+		m.st.DiskToHost.Failures++
+		m.mu.Unlock()
+		return nop, fmt.Errorf("deferrable: read buffer %d back from disk: %w", b.id, err)
+	}
+	blk, err := m.arena.alloc(size)
+	if err != nil {
+		return fail(err)
+	}
 	start := time.Now()
-	host := m.hostSlice(size)
-	err := m.disk.readAt(host, ext.off)
+	if mem := blk.bytes(); mem != nil {
+		err = m.disk.readAt(mem, ext.off)
+	} else {
+		err = m.chunked(size, func(off uint64, p []byte) error {
+			if err := m.disk.readAt(p, ext.off+off); err != nil {
+				return err
+			}
+			return m.arena.writeBlock(blk, off, p)
+		})
+	}
 	dur := time.Since(start)
+	if err != nil {
+		m.arena.release(blk)
+		return fail(err)
+	}
+	m.disk.release(ext)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.hostRsv -= size
-	if err != nil {
-		m.keepHostLocked(host)
-		m.st.DiskToHost.Failures++
-		return nop, fmt.Errorf("deferrable: read buffer %d back from disk: %w", b.id, err)
-	}
-	m.disk.release(ext)
-	b.host, b.tier = host, TierHost
+	b.hblk, b.tier = blk, TierHost
 	m.subTierLocked(TierDisk, size, 1)
 	m.addTierLocked(TierHost, size, 1)
 	m.st.DiskToHost.Count++
@@ -600,11 +658,12 @@ func (m *Manager) diskToHost(b *Buffer) (func(), error) {
 }
 
 // unspill brings b (marked moving, on the host or disk) back to the device:
-// new device memory (which may spill others), then the copy, queued on the
-// copy stream; b.fences[copy stream] marks its end.
+// new device memory (which may spill others), then the copy on the copy
+// stream (one DMA from the pinned arena, or the staging ring from disk),
+// waited for until it has completed.
 func (m *Manager) unspill(b *Buffer) (func(), error) {
 	m.mu.Lock()
-	from, size, host, ext := b.tier, b.size, b.host, b.ext
+	from, size, blk, ext := b.tier, b.size, b.hblk, b.ext
 	m.mu.Unlock()
 	stat := &m.st.HostToDevice
 	if from == TierDisk {
@@ -638,14 +697,18 @@ func (m *Manager) unspill(b *Buffer) (func(), error) {
 	}
 	start := time.Now()
 	if from == TierHost {
-		err = m.mv.toDevice(p, size, func(off uint64, dst []byte) error {
-			parallelCopy(dst, host[off:])
-			return nil
-		}, ev)
+		err = m.mv.copyDirect(p, blk.ptr(), size, nil)
 	} else {
 		err = m.mv.toDevice(p, size, func(off uint64, dst []byte) error {
 			return m.disk.readAt(dst, ext.off+off)
 		}, ev)
+		if err == nil {
+			// Time the copy through its completion.
+			if err = m.b.EventSynchronize(ev); err != nil {
+				err = fmt.Errorf("deferrable: wait for copy: %w", err)
+				m.b.StreamSynchronize(cs)
+			}
+		}
 	}
 	dur := time.Since(start)
 	if err != nil {
@@ -655,12 +718,14 @@ func (m *Manager) unspill(b *Buffer) (func(), error) {
 	}
 	if from == TierDisk {
 		m.disk.release(ext)
+	} else {
+		m.arena.release(blk)
 	}
 	m.mu.Lock()
-	m.keepHostLocked(b.host)
-	b.host = nil
+	b.hblk = hostBlock{}
 	b.tier, b.dptr = TierDevice, p
-	b.readyEv, b.ready = ev, true
+	// The copy has completed; nothing needs to wait for it.
+	m.events = append(m.events, ev)
 	m.subTierLocked(from, size, 1)
 	m.addTierLocked(TierDevice, size, 1)
 	stat.Count++

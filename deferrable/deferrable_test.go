@@ -569,10 +569,22 @@ func TestInjectedCopyFailuresLoseNoData(t *testing.T) {
 			}
 		}
 	}
-	// Device to host fails on the third chunk: the buffer stays on the device, whole.
-	g.InjectFault("MemcpyAsync", 3, nil)
+	// The host tier cannot pin memory: the buffer stays on the device, whole.
+	g.InjectFault("MallocHost", 1, nil)
+	if err := b.MoveTo(deferrable.TierHost); err == nil {
+		t.Fatal("move succeeded without pinned memory")
+	}
+	check(deferrable.TierDevice)
+	// Device to host fails at the DMA, or while waiting for it: the buffer
+	// stays on the device, whole.
+	g.InjectFault("MemcpyAsync", 1, nil)
 	if err := b.MoveTo(deferrable.TierHost); err == nil {
 		t.Fatal("move succeeded through a failing copy")
+	}
+	check(deferrable.TierDevice)
+	g.InjectFault("EventSynchronize", 1, nil)
+	if err := b.MoveTo(deferrable.TierHost); err == nil {
+		t.Fatal("move succeeded through a failing wait")
 	}
 	check(deferrable.TierDevice)
 	g.InjectFault("MemcpyAsync", 1, nil)
@@ -589,7 +601,7 @@ func TestInjectedCopyFailuresLoseNoData(t *testing.T) {
 	if err := b.MoveTo(deferrable.TierHost); err != nil {
 		t.Fatal(err)
 	}
-	g.InjectFault("MemcpyAsync", 4, nil)
+	g.InjectFault("MemcpyAsync", 1, nil)
 	if _, err := b.Acquire(s); err == nil {
 		t.Fatal("acquire succeeded through a failing copy")
 	}
@@ -934,5 +946,76 @@ func TestFreeAfterAsyncReleaseIsStreamOrdered(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Drain()
+	checkLeaks(t, g)
+}
+
+// The host tier is a pinned arena: spills land in page-locked slabs that are
+// kept and reused, bounded by HostLimit, and given back by TrimHost and Close.
+func TestPinnedHostArena(t *testing.T) {
+	g := newSim(t, 1<<30, false)
+	m := newManager(t, g, deferrable.Options{HostLimit: 8 * mib, HostSlabBytes: 4 * mib})
+	s := newStream(t, g)
+	var bufs []*deferrable.Buffer
+	for i := 0; i < 3; i++ {
+		b, err := m.Alloc(3*mib, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, g, b, s, pattern(uint64(i), b.Size()))
+		bufs = append(bufs, b)
+	}
+	before := g.Calls("MallocHost")
+	for _, b := range bufs[:2] {
+		if err := b.MoveTo(deferrable.TierHost); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := m.Stats()
+	if st.PinnedSlabs != 2 || st.PinnedBytes != 8*mib || g.Calls("MallocHost") != before+2 {
+		t.Fatalf("two 3 MiB spills: %d slabs, %d pinned bytes, %d MallocHost calls", st.PinnedSlabs, st.PinnedBytes, g.Calls("MallocHost")-before)
+	}
+	// The limit holds the pinned bytes too: a third buffer does not fit.
+	if err := bufs[2].MoveTo(deferrable.TierHost); !errors.Is(err, gpumem.ErrOutOfMemory) {
+		t.Fatalf("spill past the host limit: %v", err)
+	}
+	// Round trips reuse the slabs: no more pinning.
+	for k := 0; k < 3; k++ {
+		for _, b := range bufs[:2] {
+			if err := b.MoveTo(deferrable.TierDevice); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.MoveTo(deferrable.TierHost); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := g.Calls("MallocHost") - before; n != 2 {
+		t.Fatalf("round trips pinned memory again: %d MallocHost calls", n)
+	}
+	for i, b := range bufs {
+		if !bytes.Equal(read(t, g, b, s), pattern(uint64(i), b.Size())) {
+			t.Fatalf("buffer %d changed", i)
+		}
+	}
+	// Every buffer is back on the device: the slabs are kept until trimmed.
+	if st := m.Stats(); st.PinnedBytes != 8*mib || st.Host.Bytes != 0 {
+		t.Fatalf("after unspilling everything: %+v", st)
+	}
+	if n, err := m.TrimHost(); err != nil || n != 8*mib {
+		t.Fatalf("TrimHost: %d %v", n, err)
+	}
+	if st := m.Stats(); st.PinnedBytes != 0 || st.PinnedSlabs != 0 || st.PinnedPeakBytes != 8*mib {
+		t.Fatalf("after TrimHost: %+v", st)
+	}
+	// A buffer left on the host is freed with the arena by Close.
+	if err := bufs[0].MoveTo(deferrable.TierHost); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.TrimHost(); !errors.Is(err, gpumem.ErrClosed) {
+		t.Fatalf("TrimHost after Close: %v", err)
+	}
 	checkLeaks(t, g)
 }

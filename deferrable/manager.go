@@ -19,7 +19,7 @@ const (
 	DefaultStagingBytes   = 8 << 20
 	DefaultStagingBuffers = 2
 	DefaultHistorySize    = 4096
-	DefaultHostCacheBytes = 256 << 20
+	DefaultHostSlabBytes  = 256 << 20
 )
 
 // Options configure a Manager. The zero value is a manager with no limits, no
@@ -33,8 +33,9 @@ type Options struct {
 	// before an allocation or an unspill would pass it, buffers are spilled
 	// until it holds (as far as unlocked buffers allow). 0: no cap.
 	DeviceLimit uint64
-	// HostLimit caps the bytes of the host tier; beyond it buffers go to disk
-	// (or, without a disk tier, spilling fails). 0: no cap.
+	// HostLimit caps the host tier: both the bytes of the buffers in it and the
+	// pinned memory of its arena. Beyond it buffers go to disk (or, without a
+	// disk tier, spilling fails). 0: no cap.
 	HostLimit uint64
 	// DiskDir enables the disk tier: a private directory is made in it for a
 	// file that is unlinked at once where the OS allows. "": no disk tier.
@@ -43,16 +44,18 @@ type Options struct {
 	Policy Policy
 	// Callbacks are told of registrations, frees, spills and unspills.
 	Callbacks Callbacks
-	// StagingBytes is the size of each pinned staging buffer, the chunk of a
-	// transfer. 0: DefaultStagingBytes.
+	// StagingBytes is the size of each pinned staging buffer of the disk tier,
+	// the chunk of a transfer between the device and disk. 0:
+	// DefaultStagingBytes.
 	StagingBytes uint64
 	// StagingBuffers is the number of staging buffers (2 or more overlap DMA
-	// with host work). 0: DefaultStagingBuffers.
+	// with file I/O). 0: DefaultStagingBuffers.
 	StagingBuffers int
-	// HostCacheBytes bounds the host memory kept, after a buffer leaves the
-	// host tier, for the next spill to reuse (saving the allocation and
-	// zeroing of a fresh slice). 0: DefaultHostCacheBytes; negative: none.
-	HostCacheBytes int64
+	// HostSlabBytes is the size of each pinned slab the host tier's arena
+	// takes from MallocHost when it grows (a buffer larger than that gets a
+	// slab of its own size). Slabs are kept for later spills until TrimHost or
+	// Close. 0: DefaultHostSlabBytes (or HostLimit, if smaller).
+	HostSlabBytes uint64
 	// HistorySize is the number of history entries kept. 0: DefaultHistorySize;
 	// negative: none.
 	HistorySize int
@@ -70,6 +73,7 @@ type Manager struct {
 	devLim uint64
 	hostLm uint64
 	mv     *mover
+	arena  *hostArena
 	disk   *diskStore
 
 	mu        sync.Mutex
@@ -79,9 +83,6 @@ type Manager struct {
 	holds     map[gpumem.Stream]map[*Buffer]struct{} // buffers held or pending on a stream
 	nMoving   int                                    // buffers moving plus allocations in flight; Close waits for 0
 	nSpilling int                                    // buffers being spilled off the device
-	spare     [][]byte                               // host slices kept for reuse
-	spareSize uint64                                 // their total capacity
-	spareCap  uint64
 	nextID    uint64
 	clock     uint64
 	tiers     [numTiers]TierStats
@@ -125,12 +126,13 @@ func New(b gpumem.Backend, dev int, opts Options) (*Manager, error) {
 		holds:   make(map[gpumem.Stream]map[*Buffer]struct{}),
 		histCap: opts.HistorySize,
 	}
-	switch {
-	case opts.HostCacheBytes == 0:
-		m.spareCap = DefaultHostCacheBytes
-	case opts.HostCacheBytes > 0:
-		m.spareCap = uint64(opts.HostCacheBytes)
+	if opts.HostSlabBytes == 0 {
+		opts.HostSlabBytes = DefaultHostSlabBytes
+		if opts.HostLimit > 0 {
+			opts.HostSlabBytes = min(opts.HostSlabBytes, roundUp(opts.HostLimit, hostAlign))
+		}
 	}
+	m.arena = newHostArena(b, roundUp(opts.HostSlabBytes, hostAlign), opts.HostLimit)
 	m.cond.L = &m.mu
 	if m.res == nil {
 		m.ownRes = NewDeviceResource(b)
@@ -573,6 +575,7 @@ func (m *Manager) Stats() Stats {
 	defer m.mu.Unlock()
 	st := m.st
 	st.Device, st.Host, st.Disk = m.tiers[TierDevice], m.tiers[TierHost], m.tiers[TierDisk]
+	st.PinnedBytes, st.PinnedSlabs, st.PinnedPeakBytes = m.arena.stats()
 	for b := range m.live {
 		m.lockedLocked(b)
 		st.SyncLocks += b.syncLocks
@@ -713,8 +716,9 @@ func (m *Manager) undo(s gpumem.Stream, async bool, bufs []*Buffer) {
 	}
 }
 
-// Close frees every buffer (after the work recorded against it), the staging
-// buffers, the copy stream, the events and the disk tier. Holds not yet
+// Close frees every buffer (after the work recorded against it), the pinned
+// host arena, the staging buffers, the copy stream, the events and the disk
+// tier. Holds not yet
 // released are dropped; their streams should be idle. Later calls fail with
 // ErrClosed.
 func (m *Manager) Close() error {
@@ -745,7 +749,7 @@ func (m *Manager) Close() error {
 		if b.tier == TierDisk {
 			m.disk.release(b.ext)
 		}
-		b.freed, b.host = true, nil
+		b.freed, b.hblk = true, hostBlock{}
 	}
 	bufs := m.live
 	m.live = map[*Buffer]struct{}{}
@@ -772,6 +776,9 @@ func (m *Manager) Close() error {
 	if err := m.mv.close(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := m.arena.close(); err != nil {
+		errs = append(errs, err)
+	}
 	m.mu.Lock()
 	var infos []Info
 	for b := range bufs {
@@ -786,7 +793,6 @@ func (m *Manager) Close() error {
 		}
 	}
 	m.events = nil
-	m.spare, m.spareSize = nil, 0
 	for t := range m.tiers {
 		m.tiers[t].Buffers, m.tiers[t].Bytes = 0, 0
 	}
@@ -820,32 +826,13 @@ func fenceList(b *Buffer) []gpumem.Event {
 	return out
 }
 
-// hostSlice returns size bytes of host memory (content undefined), reusing a
-// spare slice when one fits without wasting more than half of it.
-func (m *Manager) hostSlice(size uint64) []byte {
-	m.mu.Lock()
-	for i, p := range m.spare {
-		if c := uint64(cap(p)); c >= size && c/2 <= size {
-			m.spare = append(m.spare[:i], m.spare[i+1:]...)
-			m.spareSize -= c
-			m.mu.Unlock()
-			return p[:size]
-		}
+// TrimHost gives back to the system the pinned slabs of the host tier that no
+// buffer uses, and returns their bytes. The host tier keeps its slabs across
+// spills (pinning memory is slow); call TrimHost after a phase that spilled
+// much to unpin what it left behind.
+func (m *Manager) TrimHost() (uint64, error) {
+	if err := m.usable("trim host"); err != nil {
+		return 0, err
 	}
-	m.mu.Unlock()
-	return make([]byte, size)
-}
-
-// keepHostLocked keeps p for reuse if the cache has room, dropping the oldest.
-func (m *Manager) keepHostLocked(p []byte) {
-	c := uint64(cap(p))
-	if p == nil || c > m.spareCap {
-		return
-	}
-	for m.spareSize+c > m.spareCap && len(m.spare) > 0 {
-		m.spareSize -= uint64(cap(m.spare[0]))
-		m.spare = m.spare[1:]
-	}
-	m.spare = append(m.spare, p)
-	m.spareSize += c
+	return m.arena.trim()
 }

@@ -11,7 +11,7 @@ type Tier int
 // Tiers, fastest first.
 const (
 	TierDevice Tier = iota // device memory of the manager's device
-	TierHost               // ordinary host memory, reached through pinned staging buffers
+	TierHost               // page-locked host memory of the manager's pinned arena
 	TierDisk               // a private, unlinked file under Options.DiskDir
 	numTiers
 )
@@ -59,7 +59,7 @@ type TierStats struct {
 type Transfer struct {
 	Count    int64         `json:"count"`    // completed moves
 	Bytes    uint64        `json:"bytes"`    // bytes moved by completed moves
-	Duration time.Duration `json:"duration"` // host time the completed moves took
+	Duration time.Duration `json:"duration"` // host time of the completed moves' copies, through completion
 	Failures int64         `json:"failures"` // moves that failed and left the buffer where it was
 }
 
@@ -80,15 +80,20 @@ func (t *Transfer) add(o Transfer) {
 
 // Stats is a snapshot of a manager's state and counters.
 //
-// Durations are host wall-clock times measured around each move. A move down
-// (spill) is timed until its last byte has arrived; a move up to the device
-// (unspill) is timed until its last chunk is queued on the copy stream, which is
-// at most Options.StagingBuffers chunks before it completes (the caller's
-// stream waits for the rest without blocking the host).
+// Durations are host wall-clock times of each move's copy, from its start
+// until the last byte has arrived (the copy stream's event after it has
+// completed, or the file write has returned): Transfer.BytesPerSecond is the
+// bandwidth of the data movement. They leave out what surrounds the copy: the
+// device allocation of an unspill, and giving device memory back after a
+// spill.
 type Stats struct {
 	Device TierStats `json:"device"`
 	Host   TierStats `json:"host"`
 	Disk   TierStats `json:"disk"`
+
+	PinnedBytes     uint64 `json:"pinned_bytes"`      // page-locked memory the host tier holds (slabs, used or not)
+	PinnedSlabs     int    `json:"pinned_slabs"`      // its slabs
+	PinnedPeakBytes uint64 `json:"pinned_peak_bytes"` // the most it ever held
 
 	DeviceToHost Transfer `json:"device_to_host"`
 	DeviceToDisk Transfer `json:"device_to_disk"`

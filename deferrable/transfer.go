@@ -16,12 +16,14 @@ type hostBytesBackend interface {
 	HostBytes(p gpumem.Ptr, n uint64) ([]byte, error)
 }
 
-// mover performs every copy between the device and the host tiers. It owns a
-// non-blocking copy stream and a ring of pinned staging buffers; a transfer is
-// cut into chunks of one staging buffer each, so that the DMA of one chunk
-// overlaps the host side (memmove or file I/O) of the previous one. One
-// transfer runs at a time (mu): transfers are bound by the same copy engine
-// and staging ring anyway, and a caller never holds the manager's lock here.
+// mover performs every copy between the device and the host side. It owns a
+// non-blocking copy stream. Copies between the device and the pinned host
+// arena are one DMA each (copyDirect). Copies between the device and the disk
+// tier go through a ring of pinned staging buffers, created on first use; such
+// a transfer is cut into chunks of one staging buffer each, so that the DMA of
+// one chunk overlaps the file I/O of the previous one. One transfer runs at a
+// time (mu): transfers are bound by the same copy engine anyway, and a caller
+// never holds the manager's lock here.
 type mover struct {
 	b     gpumem.Backend
 	dev   int
@@ -35,6 +37,8 @@ type mover struct {
 	mu     sync.Mutex // held for a whole transfer
 	inited bool
 	slots  []slot
+	hasEv  bool
+	syncEv gpumem.Event // recorded after a direct copy and waited for
 }
 
 // slot is one pinned staging buffer.
@@ -267,6 +271,47 @@ func (mv *mover) toDevice(dst gpumem.Ptr, size uint64, source func(off uint64, p
 	return nil
 }
 
+// copyDirect copies size bytes from src to dst (device memory and pinned
+// host memory of the arena, either way) with one DMA on the copy stream,
+// ordered after waits, and returns once the copy has completed (an event
+// recorded after it, synchronized): the caller's timing covers the whole copy.
+// On failure the copy stream is drained, so nothing still touches either side.
+func (mv *mover) copyDirect(dst, src gpumem.Ptr, size uint64, waits []gpumem.Event) error {
+	mv.mu.Lock()
+	defer mv.mu.Unlock()
+	if _, err := mv.copyStream(); err != nil {
+		return err
+	}
+	if !mv.hasEv {
+		ev, err := mv.b.EventCreate(mv.dev, gpumem.EventDisableTiming)
+		if err != nil {
+			return fmt.Errorf("deferrable: create copy event: %w", err)
+		}
+		mv.syncEv, mv.hasEv = ev, true
+	}
+	err := func() error {
+		for _, e := range waits {
+			if err := mv.b.StreamWaitEvent(mv.stream, e); err != nil {
+				return fmt.Errorf("deferrable: order copy after last use: %w", err)
+			}
+		}
+		if err := mv.b.MemcpyAsync(dst, src, size, mv.stream); err != nil {
+			return fmt.Errorf("deferrable: copy: %w", err)
+		}
+		if err := mv.b.EventRecord(mv.syncEv, mv.stream); err != nil {
+			return fmt.Errorf("deferrable: record copy event: %w", err)
+		}
+		if err := mv.b.EventSynchronize(mv.syncEv); err != nil {
+			return fmt.Errorf("deferrable: wait for copy: %w", err)
+		}
+		return nil
+	}()
+	if err != nil {
+		mv.abortLocked()
+	}
+	return err
+}
+
 // close drains the copy stream and frees the ring.
 func (mv *mover) close() error {
 	mv.mu.Lock()
@@ -288,10 +333,15 @@ func (mv *mover) close() error {
 			errs = append(errs, err)
 		}
 	}
+	if mv.hasEv {
+		if err := mv.b.EventDestroy(mv.syncEv); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := mv.b.StreamDestroy(mv.stream); err != nil {
 		errs = append(errs, err)
 	}
-	mv.slots, mv.inited, mv.hasStr = nil, false, false
+	mv.slots, mv.inited, mv.hasStr, mv.hasEv = nil, false, false, false
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("deferrable: close copy machinery: %w", err)
 	}
