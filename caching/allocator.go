@@ -141,6 +141,8 @@ type device struct {
 	histPos int
 	histLen int
 
+	highWater uint64 // reserved bytes' high-water mark for release before growth (ResetPeakStats leaves it)
+
 	gc       bool   // garbage collection on: count free-block searches
 	maxSplit uint64 // Options.MaxSplitSize
 	closed   bool
@@ -495,8 +497,13 @@ func (d *device) allocSlow(p *pool, size, rounded uint64, s gpumem.Stream) (gpum
 	if opts.GarbageCollectionThreshold > 0 {
 		d.garbageCollect()
 	}
-	segSize := segmentSize(rounded)
+	segSize := d.segmentSize(p, rounded)
 	b, err := d.newSegment(p, segSize, s)
+	if natural := pytorchSegmentSize(p, rounded); errors.Is(err, gpumem.ErrOutOfMemory) && segSize > natural {
+		// The enlarged segment does not fit: PyTorch's size may.
+		segSize = natural
+		b, err = d.newSegment(p, segSize, s)
+	}
 	if errors.Is(err, gpumem.ErrOutOfMemory) {
 		// Free oversize cached blocks, then every unsplit cached block, and retry.
 		if d.releaseAvailable(p, rounded, s.Handle) {
@@ -571,8 +578,8 @@ func (d *device) newSegment(p *pool, segSize uint64, s gpumem.Stream) (*block, e
 		return nil, fmt.Errorf("caching: %s more would exceed the memory fraction's cap of %s: %w",
 			gpumem.FormatBytes(segSize), gpumem.FormatBytes(d.limit), gpumem.ErrOutOfMemory)
 	}
-	if d.a.opts.ReleaseBeforeGrow && reserved+segSize > uint64(d.stats.ReservedBytes[gpumem.StatAll].Peak) {
-		d.releaseForGrowth(reserved + segSize - uint64(d.stats.ReservedBytes[gpumem.StatAll].Peak))
+	if d.a.opts.ReleaseBeforeGrow && reserved+segSize > d.highWater {
+		d.releaseForGrowth(reserved + segSize - d.highWater)
 	}
 	ptr, err := d.a.upstream.Alloc(d.id, segSize)
 	if err != nil {
@@ -597,7 +604,7 @@ func (d *device) newSegment(p *pool, segSize uint64, s gpumem.Stream) (*block, e
 	}
 	st := p.statType()
 	d.stats.Segment.Add(st, 1)
-	d.stats.ReservedBytes.Add(st, int64(segSize))
+	d.addReserved(st, int64(segSize))
 	d.stats.NumDeviceAlloc++
 	d.record(gpumem.ActionSegmentAlloc, s.Handle, ptr, segSize)
 	return b, nil
@@ -1118,4 +1125,40 @@ func (d *device) record(action gpumem.HistoryAction, stream uintptr, addr gpumem
 	if d.histLen < len(d.history) {
 		d.histLen++
 	}
+}
+
+// addReserved counts n more reserved bytes of pool kind st and raises the
+// high-water mark that release before growth keeps reserved memory under.
+func (d *device) addReserved(st int, n int64) {
+	d.stats.ReservedBytes.Add(st, n)
+	if r := uint64(d.stats.ReservedBytes[gpumem.StatAll].Current); r > d.highWater {
+		d.highWater = r
+	}
+}
+
+// segmentSize is the size of a new regular segment for a request of
+// rounded bytes from pool p: PyTorch's sizes, with small segments of
+// Options.SmallSegment and large ones of at least Options.MinLargeSegment.
+func (d *device) segmentSize(p *pool, rounded uint64) uint64 {
+	o := &d.a.opts
+	if p.small {
+		if o.SmallSegment > 0 {
+			return o.SmallSegment
+		}
+		return SmallBuffer
+	}
+	s := segmentSize(rounded)
+	if o.MinLargeSegment > s {
+		s = o.MinLargeSegment
+	}
+	return s
+}
+
+// pytorchSegmentSize is PyTorch's segment size for a request of rounded
+// bytes from pool p.
+func pytorchSegmentSize(p *pool, rounded uint64) uint64 {
+	if p.small {
+		return SmallBuffer
+	}
+	return segmentSize(rounded)
 }

@@ -34,7 +34,7 @@ func Example() {
 	fmt.Println("reused:", r == p)
 	_ = a.Deallocate(r, s)
 	// Output:
-	// allocated: 4096 reserved: 2097152
+	// allocated: 4096 reserved: 16777216
 	// reused: true
 }
 

@@ -142,7 +142,7 @@ func (d *device) mapRange(b *block) error {
 				gpumem.FormatBytes(need), gpumem.FormatBytes(d.limit), gpumem.ErrOutOfMemory)
 		}
 	}
-	if peak := uint64(d.stats.ReservedBytes[gpumem.StatAll].Peak); d.a.opts.ReleaseBeforeGrow && reserved+need > peak {
+	if peak := d.highWater; d.a.opts.ReleaseBeforeGrow && reserved+need > peak {
 		d.releaseForGrowth(reserved + need - peak)
 	}
 	st := seg.pool.statType()
@@ -166,7 +166,7 @@ func (d *device) mapRange(b *block) error {
 		}
 		e.handles[i], e.mapped[i] = h, true
 		e.nmapped++
-		d.stats.ReservedBytes.Add(st, int64(e.chunk))
+		d.addReserved(st, int64(e.chunk))
 		d.stats.NumDeviceAlloc++
 		d.record(gpumem.ActionSegmentMap, seg.stream.Handle, addr, e.chunk)
 	}

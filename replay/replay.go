@@ -139,6 +139,10 @@ type Result struct {
 	Overhead          float64 `json:"overhead"`    // peak_reserved / peak_requested
 	LiveAtEnd         int     `json:"live_at_end"` // allocations the trace leaves live
 
+	// Profile is what the timed loop spent in each backend operation, when
+	// the replay ran over a Profiler (see NewProfiler); else empty.
+	Profile []OpProfile `json:"profile,omitempty"`
+
 	// Timeline is the sampled memory use over the replay (not in JSON).
 	Timeline []Point `json:"-"`
 	// TimelineExact says that each point carries its interval's peaks.
@@ -157,7 +161,8 @@ type step struct {
 // releases the allocations the trace leaves live) and the replay's streams.
 // An allocation that fails for lack of memory is counted in OOMs and
 // skipped, and its free ignored; any other failure stops the replay with an
-// error naming the event.
+// error naming the event. When b is a *Profiler (the one alloc was built
+// over), Result.Profile holds the backend calls of the timed loop.
 func Run(b gpumem.Backend, tr *trace.Trace, alloc Allocator, opts Options) (res Result, err error) {
 	if b == nil || tr == nil || alloc == nil {
 		return Result{}, fmt.Errorf("gpumem: replay: nil backend, trace or allocator: %w", gpumem.ErrInvalidValue)
@@ -258,6 +263,10 @@ func Run(b gpumem.Backend, tr *trace.Trace, alloc Allocator, opts Options) (res 
 		sampling = 0 // only samples inside the timed loop are subtracted
 	}
 
+	prof, _ := b.(*Profiler)
+	if prof != nil {
+		prof.Reset()
+	}
 	start := time.Now()
 	for i, s := range steps {
 		if s.alloc {
@@ -297,6 +306,9 @@ func Run(b gpumem.Backend, tr *trace.Trace, alloc Allocator, opts Options) (res 
 		}
 	}
 	elapsed := time.Since(start) - sampling
+	if prof != nil {
+		res.Profile = prof.Profile()
+	}
 	if maxPoints > 0 && len(steps)%every != 0 {
 		sample(len(steps))
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/config"
@@ -18,7 +19,8 @@ import (
 )
 
 const replayUsage = `usage: gpumem replay [--backend cuda|hip|sim|auto] [--allocator NAME] [--conf CONF]
-                     [--sim-capacity BYTES] [--sim-devices N] [--html FILE] [--json] [TRACE...]
+                     [--sim-capacity BYTES] [--sim-devices N] [--html FILE] [--json] [--profile]
+                     [TRACE...]
 `
 
 // demoTracePath is the bundled demo trace, relative to the repository root.
@@ -34,6 +36,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	simDevices := fs.Int("sim-devices", 1, "number of simulated devices")
 	htmlOut := fs.String("html", "", "write a self-contained page with the memory timeline to `FILE`")
 	asJSON := fs.Bool("json", false, "print one JSON object per trace and allocator, one a line")
+	profile := fs.Bool("profile", false, "time every backend call the allocator makes in the replay loop: print calls, total and longest time per operation to stderr (and \"profile\" in --json)")
 	files, err := parseInterspersed(fs, args)
 	if err != nil {
 		if errors.Is(err, errHelp) {
@@ -98,6 +101,15 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, replayUsage, err)
 	}
 	defer b.Close()
+	// With --profile the allocators run over a timing wrapper of the backend.
+	rb := b
+	var prof *replay.Profiler
+	if *profile {
+		if prof, err = replay.NewProfiler(b); err != nil {
+			return fail(stderr, replayUsage, err)
+		}
+		rb = prof
+	}
 
 	var results []replay.Result
 	failed := false
@@ -108,7 +120,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 			if !every {
 				fconf.Backend = name
 			}
-			a, err := replay.NewAllocator(name, b, fconf)
+			a, err := replay.NewAllocator(name, rb, fconf)
 			if err != nil {
 				if every && len(names) > 1 && (errors.Is(err, gpumem.ErrInvalidValue) || errors.Is(err, gpumem.ErrNotSupported)) {
 					fmt.Fprintf(stderr, "gpumem: skipping %s: %v\n", name, trimPrefix(err))
@@ -118,7 +130,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 				failed = true
 				continue
 			}
-			res, err := replay.Run(b, tr, a, replay.Options{Allocator: name, Conf: conf.String()})
+			res, err := replay.Run(rb, tr, a, replay.Options{Allocator: name, Conf: conf.String()})
 			if err != nil {
 				settle(b)
 				fmt.Fprintf(stderr, "gpumem: %s through %s: %v\n", tr.Name, name, trimPrefix(err))
@@ -127,6 +139,16 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 			}
 			settle(b)
 			results = append(results, res)
+			if prof != nil {
+				conf := res.Conf
+				if conf == "" {
+					conf = "(defaults)"
+				}
+				loop := time.Duration(res.NsPerPair * float64(res.Pairs))
+				fmt.Fprintf(stderr, "gpumem: profile of %s through %s, conf %s: loop %v, %d pairs, %.0f ns/pair\n",
+					res.Trace, res.Allocator, conf, loop.Round(time.Microsecond), res.Pairs, res.NsPerPair)
+				replay.WriteProfile(stderr, res.Profile, loop)
+			}
 			if *asJSON {
 				line, _ := json.Marshal(res)
 				fmt.Fprintf(stdout, "%s\n", line)
