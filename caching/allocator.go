@@ -136,6 +136,8 @@ type device struct {
 	expOn     bool
 	expReason string
 	gran      uint64
+	keepChunk uint64             // while a mapping runs: the chunk size whose unmapped handles it reuses
+	kept      []gpumem.MemHandle // handles unmapped for that mapping, not yet reused
 
 	history []gpumem.HistoryEntry
 	histPos int

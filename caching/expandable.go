@@ -142,35 +142,101 @@ func (d *device) mapRange(b *block) error {
 				gpumem.FormatBytes(need), gpumem.FormatBytes(d.limit), gpumem.ErrOutOfMemory)
 		}
 	}
+	// Chunks unmapped to make room keep their physical memory for this
+	// mapping: one unmap and one map move a chunk, instead of also a
+	// release and a create. What is not reused is released at the end.
+	d.keepChunk, d.kept = e.chunk, d.kept[:0]
+	defer d.releaseKept()
 	if peak := d.highWater; d.a.opts.ReleaseBeforeGrow && reserved+need > peak {
 		d.releaseForGrowth(reserved + need - peak)
 	}
 	st := seg.pool.statType()
+	// Access is granted once per run of consecutive newly mapped chunks.
+	runStart := uint64(0)
+	inRun := false
+	grant := func(end uint64) error {
+		if !inRun {
+			return nil
+		}
+		inRun = false
+		addr := seg.addr.Add(runStart * e.chunk)
+		size := (end - runStart) * e.chunk
+		if err := d.a.b.MemSetAccess(addr, size, d.id, gpumem.AccessReadWrite); err != nil {
+			for j := runStart; j < end; j++ {
+				d.unmapChunk(seg, j, false)
+			}
+			return fmt.Errorf("caching: granting access to %#x: %w", uintptr(addr), err)
+		}
+		return nil
+	}
 	for i := first; i <= last; i++ {
 		if e.mapped[i] {
+			if err := grant(i); err != nil {
+				return err
+			}
 			continue
 		}
 		addr := seg.addr.Add(i * e.chunk)
-		h, err := d.a.b.MemCreate(d.id, e.chunk)
-		if err != nil {
-			return fmt.Errorf("caching: creating %s of physical memory on device %d: %w", gpumem.FormatBytes(e.chunk), d.id, err)
+		var h gpumem.MemHandle
+		if n := len(d.kept); n > 0 {
+			h, d.kept = d.kept[n-1], d.kept[:n-1]
+		} else {
+			var err error
+			h, err = d.a.b.MemCreate(d.id, e.chunk)
+			if err != nil {
+				_ = grant(i)
+				return fmt.Errorf("caching: creating %s of physical memory on device %d: %w", gpumem.FormatBytes(e.chunk), d.id, err)
+			}
 		}
 		if err := d.a.b.MemMap(addr, e.chunk, 0, h); err != nil {
 			_ = d.a.b.MemRelease(h)
+			_ = grant(i)
 			return fmt.Errorf("caching: mapping %#x: %w", uintptr(addr), err)
-		}
-		if err := d.a.b.MemSetAccess(addr, e.chunk, d.id, gpumem.AccessReadWrite); err != nil {
-			_ = d.a.b.MemUnmap(addr, e.chunk)
-			_ = d.a.b.MemRelease(h)
-			return fmt.Errorf("caching: granting access to %#x: %w", uintptr(addr), err)
 		}
 		e.handles[i], e.mapped[i] = h, true
 		e.nmapped++
 		d.addReserved(st, int64(e.chunk))
 		d.stats.NumDeviceAlloc++
 		d.record(gpumem.ActionSegmentMap, seg.stream.Handle, addr, e.chunk)
+		if !inRun {
+			runStart, inRun = i, true
+		}
 	}
-	return nil
+	return grant(last + 1)
+}
+
+// unmapChunk unmaps chunk i of seg and releases its physical memory, or,
+// with keep set and a mapping of the same chunk size underway, keeps it in
+// d.kept for that mapping. It reports whether the chunk was unmapped.
+func (d *device) unmapChunk(seg *segment, i uint64, keep bool) bool {
+	e := seg.exp
+	addr := seg.addr.Add(i * e.chunk)
+	if d.a.b.MemUnmap(addr, e.chunk) != nil {
+		return false
+	}
+	if keep && d.keepChunk == e.chunk {
+		d.kept = append(d.kept, e.handles[i])
+	} else if d.a.b.MemRelease(e.handles[i]) != nil {
+		// The handle leaks on the device's side; the range stays usable.
+		d.a.logf("caching: releasing physical memory at %#x failed", uintptr(addr))
+	}
+	e.handles[i], e.mapped[i] = gpumem.MemHandle{}, false
+	e.nmapped--
+	d.stats.ReservedBytes.Add(seg.pool.statType(), -int64(e.chunk))
+	d.stats.NumDeviceFree++
+	d.record(gpumem.ActionSegmentUnmap, seg.stream.Handle, addr, e.chunk)
+	return true
+}
+
+// releaseKept releases the physical memory that a mapping kept but did not
+// reuse, and ends the mapping's keeping.
+func (d *device) releaseKept() {
+	for _, h := range d.kept {
+		if d.a.b.MemRelease(h) != nil {
+			d.a.logf("caching: releasing physical memory failed")
+		}
+	}
+	d.kept, d.keepChunk = d.kept[:0], 0
 }
 
 // unmapFree unmaps up to limit bytes of chunks lying wholly inside free
@@ -178,7 +244,6 @@ func (d *device) mapRange(b *block) error {
 func (d *device) unmapFree(seg *segment, limit uint64) uint64 {
 	e := seg.exp
 	var freed uint64
-	st := seg.pool.statType()
 	for b := seg.head; b != nil && freed < limit; b = b.next {
 		if !b.inTree {
 			continue
@@ -187,23 +252,9 @@ func (d *device) unmapFree(seg *segment, limit uint64) uint64 {
 		first := (off + e.chunk - 1) / e.chunk
 		end := (off + b.size) / e.chunk // exclusive
 		for i := first; i < end && freed < limit; i++ {
-			if !e.mapped[i] {
-				continue
+			if e.mapped[i] && d.unmapChunk(seg, i, true) {
+				freed += e.chunk
 			}
-			addr := seg.addr.Add(i * e.chunk)
-			if d.a.b.MemUnmap(addr, e.chunk) != nil {
-				continue
-			}
-			if d.a.b.MemRelease(e.handles[i]) != nil {
-				// The handle leaks on the device's side; the range stays usable.
-				d.a.logf("caching: releasing physical memory at %#x failed", uintptr(addr))
-			}
-			e.handles[i], e.mapped[i] = gpumem.MemHandle{}, false
-			e.nmapped--
-			freed += e.chunk
-			d.stats.ReservedBytes.Add(st, -int64(e.chunk))
-			d.stats.NumDeviceFree++
-			d.record(gpumem.ActionSegmentUnmap, seg.stream.Handle, addr, e.chunk)
 		}
 	}
 	return freed
