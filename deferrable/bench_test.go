@@ -35,7 +35,8 @@ func benchSpillUnspill(b *testing.B, tier deferrable.Tier) {
 	p, _ := buf.Acquire(s)
 	g.MemsetAsync(p, 7, size, s) // touch every page so copies move real bytes
 	buf.Release()
-	// One warm-up round trip creates the copy stream and the staging ring.
+	// One warm-up round trip creates the copy stream and pins the host arena
+	// (and, for disk, the staging ring).
 	if err := buf.MoveTo(tier); err != nil {
 		b.Fatal(err)
 	}

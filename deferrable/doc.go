@@ -10,8 +10,8 @@
 //	          bookkeeping; it is never held across a copy, a device allocation
 //	          or a callback.
 //	Buffer    one deferrable allocation. It lives in exactly one tier:
-//	          device, host (ordinary Go memory) or disk (an extent of one
-//	          private file).
+//	          device, host (a block of the pinned arena) or disk (an extent
+//	          of one private file).
 //	hold      a reason not to move a buffer: an Acquire not yet Released, an
 //	          AcquireAsync not yet released, or an asynchronous release whose
 //	          event has not yet been seen complete.
@@ -22,10 +22,19 @@
 //	copy stream  one non-blocking stream per manager. All of the manager's
 //	          device memory is allocated and freed in stream order on it, and
 //	          every transfer runs on it.
-//	staging   a ring of pinned host buffers (MallocHost, Options.StagingBytes
-//	          each, Options.StagingBuffers of them). Transfers go chunk by
-//	          chunk through the ring so that the DMA of one chunk overlaps the
-//	          host side (memmove into Go memory, or file I/O) of the previous.
+//	arena     the host tier: page-locked slabs from MallocHost
+//	          (Options.HostSlabBytes each, or one buffer's size when larger),
+//	          carved best fit into page-aligned blocks. Pinning is slow
+//	          (milliseconds per tens of MiB), so slabs are kept across spills,
+//	          grown on demand up to Options.HostLimit, and given back only by
+//	          Manager.TrimHost (empty slabs) or Close. A move between the device
+//	          and the host tier is one DMA on the copy stream, device memory to
+//	          pinned memory, with no host copy.
+//	staging   a ring of pinned host buffers (Options.StagingBytes each,
+//	          Options.StagingBuffers of them), made on first use by the disk
+//	          tier. Transfers between the device and disk go chunk by chunk
+//	          through the ring so that the DMA of one chunk overlaps the file
+//	          I/O of the previous.
 //	upstream  the gpumem.Resource the device memory comes from (any allocator;
 //	          by default a DeviceResource over Backend.Malloc/Free).
 //
@@ -39,9 +48,9 @@
 //  2. allocates device memory from the upstream on the copy stream. On
 //     ErrOutOfMemory, or before passing Options.DeviceLimit, it spills other
 //     buffers (below) and retries;
-//  3. copies the bytes in through the staging ring, recording an event on
-//     the copy stream after the last chunk, and makes s wait for that event:
-//     the host returns as soon as the last chunk is queued;
+//  3. copies the bytes in on the copy stream (from the host tier, one DMA
+//     out of the pinned arena; from disk, through the staging ring) and waits
+//     for the copy to complete, so that its time in Stats is the whole copy;
 //  4. under the lock, switches the buffer to the device and counts the hold.
 //
 // Release ends a hold; the last one records a fence on each stream its
@@ -64,14 +73,14 @@
 //     neither moving nor locked (pending releases are queried here); the
 //     Policy (default LRU: lowest priority, then least recently released)
 //     picks victims, which are marked moving;
-//  2. for each victim, reserve room in the host tier. If Options.HostLimit
+//  2. for each victim, reserve room in the host tier and a block of the
+//     pinned arena (growing it by a slab if none fits). If Options.HostLimit
 //     would be passed and a disk tier exists, older host buffers are demoted
-//     to disk first (chosen by the same policy); a buffer that still does not
-//     fit goes straight to disk;
+//     to disk first (chosen by the same policy, written straight from their
+//     pinned blocks); a buffer that still does not fit goes straight to disk;
 //  3. the copy stream waits for the victim's fences, and the bytes come out
-//     through the staging ring into Go memory or the disk file;
-//     Host slices come from a small cache of slices that earlier left the
-//     host tier (Options.HostCacheBytes), which saves allocating and zeroing;
+//     in one DMA into the pinned block (or through the staging ring into the
+//     disk file); the host waits for an event recorded after the copy;
 //  4. only when every byte has arrived is the device memory given back
 //     (Deallocate on the copy stream) and the buffer switched to its new tier.
 //
@@ -87,7 +96,8 @@
 //   - Lock order: a transfer holds the mover's lock, then may take
 //     Manager.mu briefly; nothing holding Manager.mu takes the mover's lock,
 //     allocates device memory or calls out (policies excepted: they must not
-//     call the manager).
+//     call the manager). The arena's lock is a leaf: it is taken under
+//     Manager.mu at most, and never held across MallocHost or FreeHost.
 //   - The handler from OOMHandler runs with no lock of the manager held, as
 //     gpumem.OOMHandler requires of its callers too.
 //
@@ -104,8 +114,9 @@
 //
 // Stats reports, per tier, the buffers and bytes resident and their peak, and
 // per direction (device→host, device→disk, host→disk, host→device,
-// disk→device, disk→host) the moves, bytes, host time and failures, so that a
-// program on a real GPU can compute spill and unspill bandwidth
-// (Transfer.BytesPerSecond). History keeps recent allocations, frees, spills
+// disk→device, disk→host) the moves, bytes, host time of the copies through
+// their completion, and failures, so that a program on a real GPU can compute
+// spill and unspill bandwidth (Transfer.BytesPerSecond); and the pinned bytes
+// and slabs of the arena and their peak. History keeps recent allocations, frees, spills
 // and unspills as gpumem.HistoryEntry values, as the allocators do.
 package deferrable
