@@ -7,6 +7,30 @@
 // every object it creates. Operations the backend lacks must return an error
 // matching gpumem.ErrNotSupported; the suite then skips the rest of that
 // subtest and says why, so a missing feature never passes silently.
+//
+// A backend's test runs it with a function that opens a fresh instance:
+//
+//	func TestConformance(t *testing.T) {
+//		backendtest.Run(t, func(t *testing.T) gpumem.Backend {
+//			b, err := mybackend.Open("")
+//			if err != nil {
+//				t.Skipf("no device: %v", err)
+//			}
+//			t.Cleanup(func() { _ = b.Close() })
+//			return b
+//		})
+//	}
+//
+// The subtests cover devices and attributes, memory information, device
+// and pinned allocation (1 byte to 768 MiB, foreign and double frees, out
+// of memory), synchronous and asynchronous copies checked byte for byte,
+// memsets, streams and priorities, event waits whose ordering is proven by
+// data while the first stream is held by a host function, event timing,
+// host functions in order, the default and a created pool (attributes,
+// release threshold, high-water marks, trim, access), graph capture (status,
+// replay twice, host nodes, user-object destructors, illegal calls, memory
+// nodes), the virtual memory API, managed memory (advice, prefetch both
+// ways, range attributes), peer access with two devices, and Close.
 package backendtest
 
 import (

@@ -279,8 +279,10 @@ func (g *GPU) takeFault(m method, n int64) error {
 // (its Go name, e.g. "Malloc", "EventRecord", or "Launch") fail with err; a
 // nil err means the *gpumem.Error the driver would give, matching the
 // method's natural sentinel (ErrOutOfMemory for the allocating methods,
-// ErrInvalidValue for the rest). The failing call has no other effect. An
-// unknown op name panics: it is a mistake in the test that names it.
+// ErrNoDevice for DeviceCount, ErrInvalidValue for the rest). The failing
+// call has no other effect. Every method that returns an error can fail
+// this way; Name, Library and ErrorName cannot. An unknown op name panics:
+// it is a mistake in the test that names it.
 func (g *GPU) InjectFault(op string, nth int, err error) {
 	m, ok := methodByName[op]
 	if !ok {
