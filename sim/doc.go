@@ -93,9 +93,16 @@
 // was freed (stream-ordered reuse on the freeing stream aside, which is
 // safe), so this also catches memory handed to another allocation while
 // work on another stream still used it. Caching allocators that carve
-// segments call Tag and Untag on the blocks they hand out and take back to
-// get the same check per block. Free, like cuMemFree, waits for the work
-// queued on its device first; MemUnmap does not.
+// segments get the same check per block: Tag when a block is handed out;
+// UntagAsync(block, s) when it becomes reusable on stream s (the tag
+// counts as freed when s gets there, so same-stream reuse stays legal);
+// Untag when it becomes reusable everywhere (after the events of the
+// streams that used it completed). Free, like cuMemFree, waits for the
+// work queued on its device first; MemUnmap does not.
+//
+// In free-running mode idle streams often finish work the moment it is
+// queued, so a missing ordering between streams shows up reliably in
+// Manual mode, where a test steps the streams in the order that breaks it.
 //
 // # Testing helpers
 //

@@ -634,6 +634,32 @@ func (g *GPU) Untag(p gpumem.Ptr) error {
 	return nil
 }
 
+// UntagAsync removes the tag starting at p in stream order: the tag leaves
+// the index at once, so the range can be tagged for its next owner (a
+// caching allocator reusing the block on the same stream), and counts as
+// freed when s reaches this point. Work queued on s before it is fine; work
+// on other streams that runs later is reported. A sub-allocator calls it
+// when a block becomes reusable on s, and Untag for blocks that become
+// reusable once other streams' recorded work is known to be complete.
+func (g *GPU) UntagAsync(p gpumem.Ptr, s gpumem.Stream) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st, err := g.lookupStream(mLaunch, s)
+	if err != nil {
+		return fmt.Errorf("sim: UntagAsync: %w", err)
+	}
+	t := g.tags.floor(uint64(p))
+	if t == nil || t.start != uint64(p) {
+		return fmt.Errorf("sim: UntagAsync: no tag starts at %#x: %w", uint64(p), gpumem.ErrInvalidValue)
+	}
+	g.tags.remove(t.start, t)
+	if st.cap != nil || g.inlineReady(st) {
+		t.freed = true
+		return nil
+	}
+	return g.enqueue(st, &op{kind: opUntag, m: mLaunch, obj: t})
+}
+
 // dropTags removes the tags inside a range being freed.
 func (g *GPU) dropTags(start, size uint64) {
 	if g.tags.n == 0 {

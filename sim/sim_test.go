@@ -812,3 +812,33 @@ func TestConcurrentUse(t *testing.T) {
 		})
 	}
 }
+
+// A caching allocator reusing a block on the same stream is safe; another
+// stream's work on the old block that runs after the reuse is not.
+func TestUntagAsyncStreamOrder(t *testing.T) {
+	g := newSim(t, sim.Config{Manual: true})
+	s1, _ := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	s2, _ := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	seg, _ := g.Malloc(0, 1<<20)
+	ok(t, g.Tag(seg, 4096, 1))
+	ok(t, g.Launch(s1, seg, 4096, func(m []byte) { m[0] = 1 }))
+	ok(t, g.UntagAsync(seg, s1))
+	ok(t, g.Tag(seg, 4096, 2)) // reused on s1 at once
+	ok(t, g.Launch(s1, seg, 4096, func(m []byte) { m[0] = 2 }))
+	ok(t, g.Drain())
+	if v := g.Violations(); len(v) != 0 {
+		t.Fatalf("same-stream reuse reported: %v", v)
+	}
+	ok(t, g.Launch(s2, seg, 4096, func(m []byte) { m[0] = 3 })) // owner 2's block on s2
+	ok(t, g.UntagAsync(seg, s1))                                // but freed on s1 without ordering
+	if !g.Step(s1) {
+		t.Fatal("untag did not run")
+	}
+	ok(t, g.Drain())
+	if v := g.Violations(); len(v) != 1 || v[0].Stream != s2 {
+		t.Fatalf("violations %v, want s2's kernel", v)
+	}
+	ok(t, g.StreamDestroy(s1))
+	ok(t, g.StreamDestroy(s2))
+	ok(t, g.Free(0, seg))
+}

@@ -31,6 +31,7 @@ const (
 	opGraphAlloc               // a graph's allocation node
 	opGraphFree                // a graph's free node
 	opGraphEnd                 // the end of a graph launch
+	opUntag                    // UntagAsync reached
 )
 
 type op struct {
@@ -359,6 +360,8 @@ func (g *GPU) run(st *stream, o *op) {
 		g.graphFreeRun(st, o)
 	case opGraphEnd:
 		g.graphEndRun(o.ge)
+	case opUntag:
+		o.obj.freed = true
 	}
 }
 
