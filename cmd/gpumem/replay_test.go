@@ -284,3 +284,29 @@ func TestReplayRunsAreIsolated(t *testing.T) {
 		t.Fatalf("the second replay inherited the first's memory: %v then %v", l[0]["peak_reserved"], l[1]["peak_reserved"])
 	}
 }
+
+func TestReplayProfile(t *testing.T) {
+	g := newFakeGPU(1, 1<<40)
+	withFake(t, g)
+	a := writeTrace(t, "a.trace", tinyTrace)
+	code, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--profile", "--json", a)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	lines := decodeLines(t, o)
+	if len(lines) != 1 {
+		t.Fatalf("%d lines: %s", len(lines), o)
+	}
+	prof, ok := lines[0]["profile"].([]any)
+	if !ok || len(prof) == 0 {
+		t.Fatalf("no profile in %s", o)
+	}
+	if !strings.Contains(e, "profile of") || !strings.Contains(e, "backend total") {
+		t.Errorf("no profile table on stderr: %q", e)
+	}
+	// Without --profile there is no profile.
+	_, o, e = runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--json", a)
+	if strings.Contains(o, "profile") || strings.Contains(e, "profile of") {
+		t.Errorf("profile without --profile: %s %s", o, e)
+	}
+}
