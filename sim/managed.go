@@ -285,7 +285,10 @@ func (g *GPU) Residency(p gpumem.Ptr, size uint64) map[gpumem.Location]uint64 {
 	if o == nil || o.kind != objManaged || size == 0 {
 		return out
 	}
-	end := min(a+size, o.end())
+	end := o.end()
+	if a+size > a && a+size < end {
+		end = a + size
+	}
 	first, last := o.pageRange(a, end-a)
 	for i := first; i <= last; i++ {
 		l := o.mpages[i].loc

@@ -245,6 +245,9 @@ func (g *GPU) MallocHost(size uint64) (gpumem.Ptr, error) {
 	if err := checkSize(mMallocHost, size); err != nil {
 		return 0, err
 	}
+	if size > maxHostAlloc {
+		return 0, vendorErr(mMallocHost, codeOutOfMemory)
+	}
 	st := g.callers(1)
 	rs := roundUp(size, Alignment)
 	g.mu.Lock()
@@ -327,6 +330,9 @@ func (g *GPU) MallocManaged(dev int, size uint64) (gpumem.Ptr, error) {
 	}
 	if err := checkSize(mMallocManaged, size); err != nil {
 		return 0, err
+	}
+	if size > maxManagedAlloc {
+		return 0, vendorErr(mMallocManaged, codeOutOfMemory)
 	}
 	st := g.callers(1)
 	rs := roundUp(size, Alignment)

@@ -56,6 +56,8 @@ const (
 	// Alignment is the alignment of every address the simulator hands out
 	// and the unit sizes are rounded up to.
 	Alignment = 512
+	// MaxDevices is the most devices a simulated machine has.
+	MaxDevices = 64
 )
 
 // Address layout: device d's memory lives in [(d+1)<<44, (d+2)<<44); pinned
@@ -69,6 +71,9 @@ const (
 	// contiguousLimit: host and managed allocations up to this size get one
 	// contiguous Go slice (so HostBytes can alias it); larger ones are paged.
 	contiguousLimit = 4 << 30
+	// maxHostAlloc and maxManagedAlloc bound what the host side can hold.
+	maxHostAlloc    = 1 << 40
+	maxManagedAlloc = 4 << 40
 )
 
 // GPU is a simulated machine of one or more devices. It implements
@@ -164,8 +169,8 @@ func New(cfg Config) (*GPU, error) {
 	g.managedVA.release(managedVA, regionVASize)
 	g.reserveVA.release(reserveVA, regionVASize)
 	n := len(cfg.Devices)
-	if n > 1<<16 {
-		return nil, fmt.Errorf("sim: %d devices is too many (at most 65536): %w", n, gpumem.ErrInvalidValue)
+	if n > MaxDevices {
+		return nil, fmt.Errorf("sim: %d devices is too many (at most %d): %w", n, MaxDevices, gpumem.ErrInvalidValue)
 	}
 	for i, dc := range cfg.Devices {
 		if dc.Name == "" {
@@ -224,7 +229,7 @@ func init() {
 		n := 1
 		if s := strings.TrimSpace(os.Getenv("GPUMEM_SIM_DEVICES")); s != "" {
 			v, err := strconv.Atoi(s)
-			if err != nil || v < 1 || v > 64 {
+			if err != nil || v < 1 || v > MaxDevices {
 				return nil, fmt.Errorf("sim: GPUMEM_SIM_DEVICES=%q: want a device count from 1 to 64: %w", s, gpumem.ErrInvalidValue)
 			}
 			n = v

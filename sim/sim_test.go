@@ -842,3 +842,33 @@ func TestUntagAsyncStreamOrder(t *testing.T) {
 	ok(t, g.StreamDestroy(s2))
 	ok(t, g.Free(0, seg))
 }
+
+func TestHugeRequests(t *testing.T) {
+	g := sim.NewDefault()
+	for name, err := range map[string]error{
+		"MallocHost":    func() error { _, err := g.MallocHost(1 << 55); return err }(),
+		"MallocManaged": func() error { _, err := g.MallocManaged(0, 1<<55); return err }(),
+		"Malloc":        func() error { _, err := g.Malloc(0, ^uint64(0)); return err }(),
+		"MallocAsync":   func() error { _, err := g.MallocAsync(^uint64(0)-100, gpumem.Stream{}); return err }(),
+	} {
+		if !errors.Is(err, gpumem.ErrOutOfMemory) {
+			t.Errorf("%s of a huge size: %v", name, err)
+		}
+	}
+	p, err := g.MallocManaged(0, 4096)
+	ok(t, err)
+	if r := g.Residency(p.Add(100), ^uint64(0)); len(r) != 0 {
+		t.Errorf("residency %v", r)
+	}
+	if err := g.Launch(gpumem.Stream{}, p, ^uint64(0), func([]byte) {}); err == nil {
+		t.Error("a kernel over the whole address space was accepted")
+	}
+	if err := g.MemcpyAsync(p, p.Add(8), ^uint64(0)-4, gpumem.Stream{}); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("copy of a huge size: %v", err)
+	}
+	if _, err := sim.New(sim.Config{Devices: make([]sim.DeviceConfig, sim.MaxDevices+1)}); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("too many devices: %v", err)
+	}
+	ok(t, g.Free(0, p))
+	noLeaks(t, g)
+}
