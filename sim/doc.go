@@ -104,7 +104,7 @@
 // queued, so a missing ordering between streams shows up reliably in
 // Manual mode, where a test steps the streams in the order that breaks it.
 //
-// # Testing helpers
+// # Test support
 //
 // Leaks lists every live object with the stack that created it (frame
 // pointers are walked at creation, which costs nanoseconds; the stack is
