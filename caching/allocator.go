@@ -650,8 +650,13 @@ func (d *device) syncAll() {
 	_ = d.a.b.DeviceSynchronize(d.id)
 }
 
-// releaseForGrowth frees wholly free cached segments, largest first, until
-// need bytes are freed, so that growing does not raise the high-water mark.
+// releaseForGrowth frees wholly free cached segments so that growing by
+// need bytes does not raise the high-water mark. It frees the best-fitting
+// segment (the smallest that covers what is still needed) or, when none
+// covers it, the largest, until enough is freed: fewer bytes and fewer
+// device calls than freeing largest first, and the larger cached segments
+// stay for the requests that need them. Freeing a segment costs a device
+// synchronization and, for a large one, hundreds of microseconds.
 func (d *device) releaseForGrowth(need uint64) {
 	var cands []*segment
 	for seg := range d.segments {
@@ -663,6 +668,7 @@ func (d *device) releaseForGrowth(need uint64) {
 		d.unmapForGrowth(need)
 		return
 	}
+	// Largest first; equal sizes by address, so that runs are repeatable.
 	sort.Slice(cands, func(i, j int) bool {
 		if cands[i].size != cands[j].size {
 			return cands[i].size > cands[j].size
@@ -670,17 +676,23 @@ func (d *device) releaseForGrowth(need uint64) {
 		return cands[i].addr < cands[j].addr
 	})
 	d.syncAll()
-	var freed uint64
-	for _, seg := range cands {
-		if freed >= need {
-			break
+	remaining := need
+	for len(cands) > 0 && remaining > 0 {
+		i := 0 // the largest, unless a smaller one covers the rest
+		for j := len(cands) - 1; j >= 0; j-- {
+			if cands[j].size >= remaining {
+				i = j
+				break
+			}
 		}
+		seg := cands[i]
+		cands = append(cands[:i], cands[i+1:]...)
 		if d.releaseSegment(seg) == nil {
-			freed += seg.size
+			remaining -= min(remaining, seg.size)
 		}
 	}
-	if freed < need {
-		d.unmapForGrowth(need - freed)
+	if remaining > 0 {
+		d.unmapForGrowth(remaining)
 	}
 }
 
