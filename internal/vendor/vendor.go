@@ -755,9 +755,39 @@ func (b *Backend) LaunchHostFunc(s gpumem.Stream, fn func()) error {
 	if b.fns[symtab.LaunchHostFunc] == 0 {
 		return b.notSupported(symtab.LaunchHostFunc)
 	}
-	id := registerCallback(fn)
+	// Outside a capture the function runs once. Captured into a graph it
+	// runs at every launch, so its registration must live as long as the
+	// graph: a user object retained by the graph unregisters it when the
+	// graph (and every instance of it) is destroyed.
+	info, err := b.StreamCaptureInfo(s)
+	if err != nil && !errors.Is(err, gpumem.ErrNotSupported) {
+		return err
+	}
+	if info.Status != gpumem.CaptureActive {
+		id := registerCallback(fn)
+		if err := b.call(s.Device, symtab.LaunchHostFunc, s.Handle, callbackPointer(), id, 0, 0, 0); err != nil {
+			unregisterCallback(id)
+			return err
+		}
+		return nil
+	}
+	id := registerPersistentCallback(fn)
 	if err := b.call(s.Device, symtab.LaunchHostFunc, s.Handle, callbackPointer(), id, 0, 0, 0); err != nil {
 		unregisterCallback(id)
+		return err
+	}
+	o, err := b.UserObjectCreate(s.Device, func() { unregisterCallback(id) })
+	if err != nil {
+		if errors.Is(err, gpumem.ErrNotSupported) {
+			// No user objects (HIP before 6): the registration stays for
+			// the life of the process, one small map entry per captured
+			// host function.
+			return nil
+		}
+		return err
+	}
+	if err := b.GraphRetainUserObject(info.Graph, o, 1, true); err != nil {
+		b.UserObjectRelease(o, 1)
 		return err
 	}
 	return nil
