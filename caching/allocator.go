@@ -23,6 +23,7 @@ type block struct {
 	requested uint64
 	stream    gpumem.Stream // the stream whose pool the block returns to
 	pool      *pool
+	tree      *tree // the tree of pool and stream that the block is cached in when free
 	seg       *segment
 	prev      *block // neighbours in address order within the segment
 	next      *block
@@ -376,7 +377,7 @@ func (d *device) takeFromTree(t *tree, b *block) {
 
 // cache puts a free block into its pool's tree.
 func (d *device) cache(b *block) {
-	t := b.pool.treeFor(b.stream.Handle, true)
+	t := b.tree
 	b.gcBase = b.pool.calls
 	t.insert(b)
 	if b.isSplit() && b.seg.exp == nil {
@@ -397,7 +398,7 @@ func (d *device) newBlock() *block {
 }
 
 func (d *device) recycle(b *block) {
-	b.prev, b.next, b.seg, b.pool = nil, nil, nil, nil
+	b.prev, b.next, b.seg, b.pool, b.tree = nil, nil, nil, nil, nil
 	b.allocated, b.inTree, b.counted = false, false, false
 	b.events, b.requested = 0, 0
 	b.uses = b.uses[:0]
@@ -429,6 +430,7 @@ func (d *device) split(b *block, rounded uint64) {
 		rest.size = b.size - rounded
 		rest.stream = b.stream
 		rest.pool = b.pool
+		rest.tree = b.tree
 		rest.seg = b.seg
 		rest.prev = b
 		rest.next = b.next
@@ -599,6 +601,7 @@ func (d *device) newSegment(p *pool, segSize uint64, s gpumem.Stream) (*block, e
 	seg := &segment{addr: ptr, size: segSize, pool: p, stream: s}
 	b := d.newBlock()
 	b.addr, b.size, b.stream, b.pool, b.seg = ptr, segSize, s, p, seg
+	b.tree = p.treeFor(s.Handle, true)
 	seg.head = b
 	d.segments[seg] = struct{}{}
 	if p.private != nil {
@@ -617,7 +620,7 @@ func (d *device) newSegment(p *pool, segSize uint64, s gpumem.Stream) (*block, e
 func (d *device) releaseSegment(seg *segment) error {
 	b := seg.head
 	if b.inTree {
-		d.takeFromTree(seg.pool.treeFor(b.stream.Handle, true), b)
+		d.takeFromTree(b.tree, b)
 	}
 	if err := d.a.upstream.Free(d.id, seg.addr); err != nil {
 		d.cache(b) // keep it; the memory is still ours
@@ -1037,7 +1040,7 @@ func (d *device) freeBlock(b *block) {
 func (d *device) mergeAndCache(b *block) *block {
 	b.uses = b.uses[:0]
 	if pr := b.prev; pr != nil && pr.inTree && pr.stream == b.stream {
-		d.takeFromTree(pr.pool.treeFor(pr.stream.Handle, true), pr)
+		d.takeFromTree(pr.tree, pr)
 		pr.size += b.size
 		pr.next = b.next
 		if b.next != nil {
@@ -1047,7 +1050,7 @@ func (d *device) mergeAndCache(b *block) *block {
 		b = pr
 	}
 	if nx := b.next; nx != nil && nx.inTree && nx.stream == b.stream {
-		d.takeFromTree(nx.pool.treeFor(nx.stream.Handle, true), nx)
+		d.takeFromTree(nx.tree, nx)
 		b.size += nx.size
 		b.next = nx.next
 		if nx.next != nil {

@@ -88,6 +88,7 @@ func (d *device) allocExpandable(p *pool, size, rounded uint64, s gpumem.Stream)
 		exp: &expandable{chunk: chunk, handles: make([]gpumem.MemHandle, n), mapped: make([]bool, n)}}
 	b := d.newBlock()
 	b.addr, b.size, b.stream, b.pool, b.seg = base, va, s, p, seg
+	b.tree = p.treeFor(s.Handle, true)
 	seg.head = b
 	p.exp[s.Handle] = seg
 	d.segments[seg] = struct{}{}
@@ -298,7 +299,7 @@ func (d *device) releaseEmptyExpandable() {
 		if d.a.b.MemAddressFree(seg.addr, seg.size) != nil {
 			continue
 		}
-		d.takeFromTree(seg.pool.treeFor(seg.stream.Handle, true), seg.head)
+		d.takeFromTree(seg.head.tree, seg.head)
 		delete(seg.pool.exp, seg.stream.Handle)
 		delete(d.segments, seg)
 		d.stats.Segment.Add(seg.pool.statType(), -1)

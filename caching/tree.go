@@ -23,78 +23,81 @@ func keyLess(a *block, size uint64, addr uintptr) bool {
 }
 
 func (t *tree) insert(b *block) {
-	b.left, b.right = nil, nil
 	b.prio = prioOf(b)
 	b.inTree = true
-	t.root = treeInsert(t.root, b)
 	t.n++
-}
-
-func treeInsert(root, b *block) *block {
-	if root == nil {
-		return b
+	// Descend to where b's priority places it, then split that subtree
+	// around b's key into b's children. Iterative: this is the hot path.
+	link := &t.root
+	for n := *link; n != nil && n.prio >= b.prio; n = *link {
+		if keyLess(b, n.size, uintptr(n.addr)) {
+			link = &n.left
+		} else {
+			link = &n.right
+		}
 	}
-	if b.prio > root.prio {
-		b.left, b.right = treeSplit(root, b.size, uintptr(b.addr))
-		return b
-	}
-	if keyLess(b, root.size, uintptr(root.addr)) {
-		root.left = treeInsert(root.left, b)
-	} else {
-		root.right = treeInsert(root.right, b)
-	}
-	return root
+	b.left, b.right = treeSplit(*link, b.size, uintptr(b.addr))
+	*link = b
 }
 
 // treeSplit splits t into the nodes ordering before (size, addr) and the rest.
 func treeSplit(t *block, size uint64, addr uintptr) (l, r *block) {
-	if t == nil {
-		return nil, nil
+	ll, rl := &l, &r // where the next node of each side hangs
+	for t != nil {
+		if keyLess(t, size, addr) {
+			*ll = t
+			ll = &t.right
+			t = t.right
+		} else {
+			*rl = t
+			rl = &t.left
+			t = t.left
+		}
 	}
-	if keyLess(t, size, addr) {
-		t.right, r = treeSplit(t.right, size, addr)
-		return t, r
-	}
-	l, t.left = treeSplit(t.left, size, addr)
-	return l, t
+	*ll, *rl = nil, nil
+	return l, r
 }
 
+// treeMerge joins l and r, every key of l ordering before every key of r.
 func treeMerge(l, r *block) *block {
-	if l == nil {
-		return r
+	var root *block
+	link := &root
+	for l != nil && r != nil {
+		if l.prio > r.prio {
+			*link = l
+			link = &l.right
+			l = l.right
+		} else {
+			*link = r
+			link = &r.left
+			r = r.left
+		}
 	}
-	if r == nil {
-		return l
+	if l != nil {
+		*link = l
+	} else {
+		*link = r
 	}
-	if l.prio > r.prio {
-		l.right = treeMerge(l.right, r)
-		return l
-	}
-	r.left = treeMerge(l, r.left)
-	return r
+	return root
 }
 
 func (t *tree) remove(b *block) {
-	t.root = treeRemove(t.root, b)
+	link := &t.root
+	for n := *link; n != b; n = *link {
+		if n == nil {
+			// Not reachable while the tree's invariants hold.
+			panic("caching: internal error: block missing from its free tree")
+		}
+		if keyLess(b, n.size, uintptr(n.addr)) {
+			link = &n.left
+		} else {
+			link = &n.right
+		}
+	}
+	*link = treeMerge(b.left, b.right)
 	b.left, b.right = nil, nil
 	b.inTree = false
 	t.n--
-}
-
-func treeRemove(root, b *block) *block {
-	if root == nil {
-		// Not reachable while the tree's invariants hold.
-		panic("caching: internal error: block missing from its free tree")
-	}
-	if root == b {
-		return treeMerge(b.left, b.right)
-	}
-	if keyLess(b, root.size, uintptr(root.addr)) {
-		root.left = treeRemove(root.left, b)
-	} else {
-		root.right = treeRemove(root.right, b)
-	}
-	return root
 }
 
 // lowerBound returns the first block with size >= size (lowest address among
