@@ -7,7 +7,7 @@
 #
 #   scripts/gpu/run.sh [all|anchors|tests|replay|bench]
 set -uo pipefail
-G=.gpu
+G=${G:-.gpu/final}
 OUT=${OUT:-/tmp/gpumem-gpu}
 mkdir -p "$OUT"
 what=${1:-all}
@@ -31,7 +31,7 @@ if [ "$what" = all ] || [ "$what" = anchors ]; then
 	g++ -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI=1 -I"$TP/include" -I/usr/local/cuda/include $G/anchors/ptreplay.cpp \
 		-o $W/ptreplay -L"$TP/lib" -lc10_cuda -lc10 -L/usr/local/cuda/lib64 -lcudart \
 		-Wl,-rpath,"$TP/lib" -Wl,-rpath,/usr/local/cuda/lib64 2>&1 | tail -5
-	for t in $traces; do
+	for t in $traces $traces; do
 		PYTORCH_CUDA_ALLOC_CONF= $W/ptreplay "$t" torch
 		PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $W/ptreplay "$t" torch
 		$W/ptreplay "$t" driverpool
@@ -46,7 +46,7 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
 	export GPUMEM_GPU_SHARED=$G
 	$G/tests.test -test.v -test.run 'GPU' -test.timeout 8m >"$OUT/tests-gpu.txt" 2>&1; note "tests.test -test.run GPU exit $?"
 	grep -E '^(--- |ok|FAIL|PASS)' "$OUT/tests-gpu.txt" | grep -v -- '--- PASS: .*/' | head -60 | tee -a "$summary"
-	for p in caching asyncpool deferrable; do
+	for p in asyncpool managed deferrable; do
 		[ -x "$G/$p.test" ] || continue
 		(cd "$p" && ../$G/$p.test -test.v -test.run 'GPU' -test.timeout 8m) >"$OUT/$p-gpu.txt" 2>&1
 		note "$p.test -test.run GPU exit $?"
@@ -61,11 +61,11 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
 fi
 
 if [ "$what" = all ] || [ "$what" = replay ]; then
-	{
+	for round in 1 2; do
 		$G/gpumem replay --backend cuda --allocator caching --json $traces
 		$G/gpumem replay --backend cuda --allocator caching --conf expandable_segments:True --json $traces
 		$G/gpumem replay --backend cuda --allocator asyncpool --json $traces
-	} >"$OUT/replay.jsonl" 2>"$OUT/replay.err"
+	done >"$OUT/replay.jsonl" 2>"$OUT/replay.err"
 	note "gpumem replay exit $?"
 	sed 's/^/gpumem: /' "$OUT/replay.jsonl" | tee -a "$summary"
 fi
