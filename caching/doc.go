@@ -61,8 +61,9 @@
 //  6. Ask for a new segment: 2 MiB for small requests, 20 MiB for requests
 //     under 10 MiB, else the request rounded to 2 MiB. With release before
 //     growth on and the segment raising the reserved high-water mark, first
-//     free wholly free cached segments (largest first) after one device
-//     synchronization. The memory fraction caps reserved memory.
+//     free wholly free cached segments after one device synchronization:
+//     the smallest that covers what is still needed, else the largest,
+//     until the growth is covered. The memory fraction caps reserved memory.
 //  7. If the device is out of memory: free oversize cached blocks
 //     (max_split_size), retry; then wait for every pending event, free every
 //     wholly free segment and unmap every free chunk, retry (num_alloc_retries).
