@@ -48,9 +48,17 @@ import (
 // backend (or one the caller shares); the suite closes it only in the
 // subtest that checks Close, after which open is not called again.
 func Run(t *testing.T, open func(t *testing.T) gpumem.Backend) {
+	RunDevice(t, 0, open)
+}
+
+// RunDevice runs the suite on device dev of the backends that open returns:
+// every allocation, stream, event, pool, graph and managed range of the
+// suite is on dev, and the peer subtest pairs dev with the next device
+// (dev+1 modulo the count). A backend with no device dev fails the suite.
+func RunDevice(t *testing.T, dev int, open func(t *testing.T) gpumem.Backend) {
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, b gpumem.Backend)
+		fn   func(t *testing.T, b gpumem.Backend, dev int)
 	}{
 		{"Devices", testDevices},
 		{"Malloc", testMalloc},
@@ -75,7 +83,11 @@ func Run(t *testing.T, open func(t *testing.T) gpumem.Backend) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.fn(t, open(t))
+			b := open(t)
+			if n, err := b.DeviceCount(); err == nil && (dev < 0 || dev >= n) {
+				t.Fatalf("the suite was asked for device %d of a backend with %d", dev, n)
+			}
+			tc.fn(t, b, dev)
 		})
 	}
 }
@@ -167,7 +179,7 @@ func newEvent(t *testing.T, b gpumem.Backend, dev int, flags gpumem.EventFlags) 
 	return e
 }
 
-func testDevices(t *testing.T, b gpumem.Backend) {
+func testDevices(t *testing.T, b gpumem.Backend, dev int) {
 	if b.Name() == "" {
 		t.Error("Name is empty")
 	}
@@ -221,12 +233,12 @@ func testDevices(t *testing.T, b gpumem.Backend) {
 	if b.ErrorName(2) == "" {
 		t.Error("ErrorName(2) is empty")
 	}
-	must(t, b.DeviceSynchronize(0), "DeviceSynchronize")
+	must(t, b.DeviceSynchronize(dev), "DeviceSynchronize")
 }
 
-func testMalloc(t *testing.T, b gpumem.Backend) {
+func testMalloc(t *testing.T, b gpumem.Backend, dev int) {
 	for _, size := range []uint64{1, 255, 512, 4097, 1 << 20, 3<<20 + 5, 64 << 20, 768 << 20} {
-		p, err := b.Malloc(0, size)
+		p, err := b.Malloc(dev, size)
 		must(t, err, "Malloc")
 		if p == 0 || uint64(p)%256 != 0 {
 			t.Errorf("Malloc(%d) = %#x: want a non-null pointer aligned to 256 bytes", size, uint64(p))
@@ -241,13 +253,13 @@ func testMalloc(t *testing.T, b gpumem.Backend) {
 			must(t, b.CopyToDevice(p.Add(size-4096), tail), "CopyToDevice at the end")
 			expectBytes(t, readBack(t, b, p.Add(size-4096), 4096), tail, "end read back")
 		}
-		must(t, b.Free(0, p), "Free")
+		must(t, b.Free(dev, p), "Free")
 	}
 	// Many live allocations get distinct addresses.
 	seen := map[gpumem.Ptr]bool{}
 	var ptrs []gpumem.Ptr
 	for i := 0; i < 64; i++ {
-		p, err := b.Malloc(0, 4096)
+		p, err := b.Malloc(dev, 4096)
 		must(t, err, "Malloc")
 		if seen[p] {
 			t.Errorf("address %#x handed out twice", uint64(p))
@@ -256,25 +268,25 @@ func testMalloc(t *testing.T, b gpumem.Backend) {
 		ptrs = append(ptrs, p)
 	}
 	for _, p := range ptrs {
-		must(t, b.Free(0, p), "Free")
+		must(t, b.Free(dev, p), "Free")
 	}
 }
 
-func testMallocErrors(t *testing.T, b gpumem.Backend) {
-	p, err := b.Malloc(0, 1<<20)
+func testMallocErrors(t *testing.T, b gpumem.Backend, dev int) {
+	p, err := b.Malloc(dev, 1<<20)
 	must(t, err, "Malloc")
-	if err := b.Free(0, p.Add(4096)); err == nil {
+	if err := b.Free(dev, p.Add(4096)); err == nil {
 		t.Error("Free of a pointer inside an allocation succeeded")
 	}
-	must(t, b.Free(0, p), "Free")
-	if err := b.Free(0, p); err == nil {
+	must(t, b.Free(dev, p), "Free")
+	if err := b.Free(dev, p); err == nil {
 		t.Error("double Free succeeded")
 	}
-	if _, err := b.Malloc(0, 1<<50); !errors.Is(err, gpumem.ErrOutOfMemory) {
+	if _, err := b.Malloc(dev, 1<<50); !errors.Is(err, gpumem.ErrOutOfMemory) {
 		t.Errorf("Malloc(1 PiB): %v, want ErrOutOfMemory", err)
 	}
 	var ge *gpumem.Error
-	if _, err := b.Malloc(0, 1<<50); errors.As(err, &ge) && ge.Name == "" {
+	if _, err := b.Malloc(dev, 1<<50); errors.As(err, &ge) && ge.Name == "" {
 		t.Errorf("out-of-memory error without a vendor name: %v", err)
 	}
 	if _, err := b.Malloc(-1, 512); !errors.Is(err, gpumem.ErrInvalidValue) {
@@ -282,12 +294,12 @@ func testMallocErrors(t *testing.T, b gpumem.Backend) {
 	}
 }
 
-func testHost(t *testing.T, b gpumem.Backend) {
+func testHost(t *testing.T, b gpumem.Backend, dev int) {
 	h, err := b.MallocHost(1 << 20)
 	must(t, err, "MallocHost")
 	want := pattern(1<<20, 9)
 	must(t, b.CopyToDevice(h, want), "CopyToDevice into pinned memory")
-	d := malloc(t, b, 0, 1<<20)
+	d := malloc(t, b, dev, 1<<20)
 	must(t, b.Memcpy(d, h, 1<<20), "Memcpy host to device")
 	expectBytes(t, readBack(t, b, d, 1<<20), want, "device copy of pinned memory")
 	must(t, b.FreeHost(h), "FreeHost")
@@ -296,10 +308,10 @@ func testHost(t *testing.T, b gpumem.Backend) {
 	}
 }
 
-func testCopies(t *testing.T, b gpumem.Backend) {
+func testCopies(t *testing.T, b gpumem.Backend, dev int) {
 	const n = 3<<20 + 17
-	a := malloc(t, b, 0, n)
-	c := malloc(t, b, 0, n)
+	a := malloc(t, b, dev, n)
+	c := malloc(t, b, dev, n)
 	want := pattern(n, 1)
 	must(t, b.CopyToDevice(a, want), "CopyToDevice")
 	must(t, b.Memcpy(c, a, n), "Memcpy device to device")
@@ -312,17 +324,17 @@ func testCopies(t *testing.T, b gpumem.Backend) {
 	must(t, b.CopyToDevice(a, nil), "empty CopyToDevice")
 }
 
-func testCopiesAsync(t *testing.T, b gpumem.Backend) {
+func testCopiesAsync(t *testing.T, b gpumem.Backend, dev int) {
 	const n = 2 << 20
-	s := newStream(t, b, 0, gpumem.StreamNonBlocking)
+	s := newStream(t, b, dev, gpumem.StreamNonBlocking)
 	h1, err := b.MallocHost(n)
 	must(t, err, "MallocHost")
 	defer func() { must(t, b.FreeHost(h1), "FreeHost") }()
 	h2, err := b.MallocHost(n)
 	must(t, err, "MallocHost")
 	defer func() { must(t, b.FreeHost(h2), "FreeHost") }()
-	d1 := malloc(t, b, 0, n)
-	d2 := malloc(t, b, 0, n)
+	d1 := malloc(t, b, dev, n)
+	d2 := malloc(t, b, dev, n)
 	want := pattern(n, 5)
 	must(t, b.CopyToDevice(h1, want), "fill pinned")
 	must(t, b.MemcpyAsync(d1, h1, n, s), "H2D async")
@@ -331,7 +343,7 @@ func testCopiesAsync(t *testing.T, b gpumem.Backend) {
 	must(t, b.StreamSynchronize(s), "StreamSynchronize")
 	expectBytes(t, readBack(t, b, h2, n), want, "async round trip")
 	// The default stream too.
-	def := gpumem.Stream{Device: 0}
+	def := gpumem.Stream{Device: dev}
 	must(t, b.MemsetAsync(d2, 0, n, def), "MemsetAsync on the default stream")
 	must(t, b.MemcpyAsync(d2, d1, n/2, def), "MemcpyAsync on the default stream")
 	must(t, b.StreamSynchronize(def), "StreamSynchronize(default)")
@@ -339,13 +351,13 @@ func testCopiesAsync(t *testing.T, b gpumem.Backend) {
 	expectBytes(t, readBack(t, b, d2, n), w, "default stream copies")
 }
 
-func testMemset(t *testing.T, b gpumem.Backend) {
+func testMemset(t *testing.T, b gpumem.Backend, dev int) {
 	const n = 1<<20 + 3
-	p := malloc(t, b, 0, n)
+	p := malloc(t, b, dev, n)
 	must(t, b.Memset(p, 0x5a, n), "Memset")
 	want := bytes.Repeat([]byte{0x5a}, n)
 	expectBytes(t, readBack(t, b, p, n), want, "Memset")
-	s := newStream(t, b, 0, gpumem.StreamDefault)
+	s := newStream(t, b, dev, gpumem.StreamDefault)
 	must(t, b.MemsetAsync(p.Add(10), 0xc3, 1000, s), "MemsetAsync")
 	must(t, b.StreamSynchronize(s), "StreamSynchronize")
 	for i := 10; i < 1010; i++ {
@@ -354,20 +366,20 @@ func testMemset(t *testing.T, b gpumem.Backend) {
 	expectBytes(t, readBack(t, b, p, n), want, "MemsetAsync of a sub-range")
 }
 
-func testStreams(t *testing.T, b gpumem.Backend) {
-	least, greatest, err := b.StreamPriorityRange(0)
+func testStreams(t *testing.T, b gpumem.Backend, dev int) {
+	least, greatest, err := b.StreamPriorityRange(dev)
 	must(t, err, "StreamPriorityRange")
 	if greatest > least {
 		t.Errorf("priority range least %d greatest %d: greatest must be numerically lower or equal", least, greatest)
 	}
 	for _, flags := range []gpumem.StreamFlags{gpumem.StreamDefault, gpumem.StreamNonBlocking} {
 		for _, prio := range []int{least, greatest} {
-			s, err := b.StreamCreate(0, flags, prio)
+			s, err := b.StreamCreate(dev, flags, prio)
 			must(t, err, "StreamCreate")
-			if s.Device != 0 || s.Handle == 0 {
+			if s.Device != dev || s.Handle == 0 {
 				t.Errorf("StreamCreate = %v", s)
 			}
-			p := malloc(t, b, 0, 4096)
+			p := malloc(t, b, dev, 4096)
 			must(t, b.MemsetAsync(p, 1, 4096, s), "MemsetAsync")
 			must(t, b.StreamSynchronize(s), "StreamSynchronize")
 			done, err := b.StreamQuery(s)
@@ -392,13 +404,13 @@ func block(t *testing.T, b gpumem.Backend, s gpumem.Stream, release <-chan struc
 	}), "LaunchHostFunc")
 }
 
-func testStreamWaitEvent(t *testing.T, b gpumem.Backend) {
+func testStreamWaitEvent(t *testing.T, b gpumem.Backend, dev int) {
 	const n = 1 << 20
-	a := newStream(t, b, 0, gpumem.StreamNonBlocking)
-	c := newStream(t, b, 0, gpumem.StreamNonBlocking)
-	e := newEvent(t, b, 0, gpumem.EventDisableTiming)
-	x := malloc(t, b, 0, n)
-	z := malloc(t, b, 0, n)
+	a := newStream(t, b, dev, gpumem.StreamNonBlocking)
+	c := newStream(t, b, dev, gpumem.StreamNonBlocking)
+	e := newEvent(t, b, dev, gpumem.EventDisableTiming)
+	x := malloc(t, b, dev, n)
+	z := malloc(t, b, dev, n)
 	must(t, b.Memset(z, 0, n), "Memset")
 	release := make(chan struct{})
 	block(t, b, a, release)
@@ -421,16 +433,16 @@ func testStreamWaitEvent(t *testing.T, b gpumem.Backend) {
 	expectBytes(t, readBack(t, b, z, n), bytes.Repeat([]byte{0x77}, n), "data ordered by the event")
 }
 
-func testEvents(t *testing.T, b gpumem.Backend) {
-	s := newStream(t, b, 0, gpumem.StreamDefault)
-	start := newEvent(t, b, 0, gpumem.EventDefault)
-	end := newEvent(t, b, 0, gpumem.EventDefault)
+func testEvents(t *testing.T, b gpumem.Backend, dev int) {
+	s := newStream(t, b, dev, gpumem.StreamDefault)
+	start := newEvent(t, b, dev, gpumem.EventDefault)
+	end := newEvent(t, b, dev, gpumem.EventDefault)
 	ready, err := b.EventQuery(start)
 	must(t, err, "EventQuery")
 	if !ready {
 		t.Error("an event never recorded is not complete")
 	}
-	p := malloc(t, b, 0, 8<<20)
+	p := malloc(t, b, dev, 8<<20)
 	must(t, b.EventRecord(start, s), "EventRecord")
 	must(t, b.MemsetAsync(p, 1, 8<<20, s), "MemsetAsync")
 	must(t, b.EventRecord(end, s), "EventRecord")
@@ -445,7 +457,7 @@ func testEvents(t *testing.T, b gpumem.Backend) {
 	if ms < 0 || math.IsNaN(float64(ms)) {
 		t.Errorf("EventElapsed = %v", ms)
 	}
-	nt := newEvent(t, b, 0, gpumem.EventDisableTiming)
+	nt := newEvent(t, b, dev, gpumem.EventDisableTiming)
 	must(t, b.EventRecord(nt, s), "EventRecord")
 	must(t, b.EventSynchronize(nt), "EventSynchronize")
 	if _, err := b.EventElapsed(start, nt); err == nil {
@@ -453,8 +465,8 @@ func testEvents(t *testing.T, b gpumem.Backend) {
 	}
 }
 
-func testHostFuncOrder(t *testing.T, b gpumem.Backend) {
-	s := newStream(t, b, 0, gpumem.StreamNonBlocking)
+func testHostFuncOrder(t *testing.T, b gpumem.Backend, dev int) {
+	s := newStream(t, b, dev, gpumem.StreamNonBlocking)
 	var mu sync.Mutex
 	var order []int
 	for i := 0; i < 50; i++ {
@@ -484,8 +496,8 @@ func poolAttr(t *testing.T, b gpumem.Backend, p gpumem.MemPool, a gpumem.PoolAtt
 	return v
 }
 
-func testDefaultPool(t *testing.T, b gpumem.Backend) {
-	pool, err := b.DefaultMemPool(0)
+func testDefaultPool(t *testing.T, b gpumem.Backend, dev int) {
+	pool, err := b.DefaultMemPool(dev)
 	skipIfNotSupported(t, err, "DefaultMemPool")
 	old := poolAttr(t, b, pool, gpumem.PoolReleaseThreshold)
 	t.Cleanup(func() { _ = b.MemPoolSetAttribute(pool, gpumem.PoolReleaseThreshold, old) })
@@ -493,7 +505,7 @@ func testDefaultPool(t *testing.T, b gpumem.Backend) {
 	if v := poolAttr(t, b, pool, gpumem.PoolReleaseThreshold); v != math.MaxUint64 {
 		t.Errorf("release threshold reads %d after setting the maximum", v)
 	}
-	s := newStream(t, b, 0, gpumem.StreamNonBlocking)
+	s := newStream(t, b, dev, gpumem.StreamNonBlocking)
 	usedBefore := poolAttr(t, b, pool, gpumem.PoolUsedMemCurrent)
 	const n = 3 << 20
 	p, err := b.MallocAsync(n, s)
@@ -532,21 +544,21 @@ func testDefaultPool(t *testing.T, b gpumem.Backend) {
 	if err := b.MemPoolSetAttribute(pool, gpumem.PoolReservedMemCurrent, 1); err == nil {
 		t.Error("setting reserved_mem_current succeeded")
 	}
-	acc, err := b.MemPoolGetAccess(pool, 0)
+	acc, err := b.MemPoolGetAccess(pool, dev)
 	must(t, err, "MemPoolGetAccess")
 	if acc != gpumem.AccessReadWrite {
 		t.Errorf("the pool's own device has access %d", acc)
 	}
 }
 
-func testCreatedPool(t *testing.T, b gpumem.Backend) {
-	pool, err := b.MemPoolCreate(gpumem.PoolProps{Device: 0})
+func testCreatedPool(t *testing.T, b gpumem.Backend, dev int) {
+	pool, err := b.MemPoolCreate(gpumem.PoolProps{Device: dev})
 	skipIfNotSupported(t, err, "MemPoolCreate")
 	defer func() { must(t, b.MemPoolDestroy(pool), "MemPoolDestroy") }()
 	if v := poolAttr(t, b, pool, gpumem.PoolReleaseThreshold); v != 0 {
 		t.Errorf("a new pool's release threshold is %d, want 0", v)
 	}
-	s := newStream(t, b, 0, gpumem.StreamNonBlocking)
+	s := newStream(t, b, dev, gpumem.StreamNonBlocking)
 	const n = 5 << 20
 	must(t, b.MemPoolSetAttribute(pool, gpumem.PoolReleaseThreshold, math.MaxUint64), "set threshold")
 	p, err := b.MallocFromPoolAsync(n, pool, s)
@@ -587,11 +599,11 @@ func testCreatedPool(t *testing.T, b gpumem.Backend) {
 	}
 }
 
-func testGraphCapture(t *testing.T, b gpumem.Backend) {
+func testGraphCapture(t *testing.T, b gpumem.Backend, dev int) {
 	const n = 1 << 20
-	s := newStream(t, b, 0, gpumem.StreamNonBlocking)
-	x := malloc(t, b, 0, n)
-	y := malloc(t, b, 0, n)
+	s := newStream(t, b, dev, gpumem.StreamNonBlocking)
+	x := malloc(t, b, dev, n)
+	y := malloc(t, b, dev, n)
 	must(t, b.Memset(y, 0, n), "Memset")
 	err := b.StreamBeginCapture(s, gpumem.CaptureModeGlobal)
 	skipIfNotSupported(t, err, "StreamBeginCapture")
@@ -621,7 +633,7 @@ func testGraphCapture(t *testing.T, b gpumem.Backend) {
 	mu.Unlock()
 
 	destroyed := make(chan struct{})
-	uo, err := b.UserObjectCreate(0, func() { close(destroyed) })
+	uo, err := b.UserObjectCreate(dev, func() { close(destroyed) })
 	must(t, err, "UserObjectCreate")
 	must(t, b.GraphRetainUserObject(g, uo, 1, true), "GraphRetainUserObject")
 
@@ -654,8 +666,8 @@ func testGraphCapture(t *testing.T, b gpumem.Backend) {
 	}
 }
 
-func testGraphCaptureIllegal(t *testing.T, b gpumem.Backend) {
-	s := newStream(t, b, 0, gpumem.StreamNonBlocking)
+func testGraphCaptureIllegal(t *testing.T, b gpumem.Backend, dev int) {
+	s := newStream(t, b, dev, gpumem.StreamNonBlocking)
 	err := b.StreamBeginCapture(s, gpumem.CaptureModeGlobal)
 	skipIfNotSupported(t, err, "StreamBeginCapture")
 	if _, err := b.StreamQuery(s); err == nil {
@@ -675,19 +687,19 @@ func testGraphCaptureIllegal(t *testing.T, b gpumem.Backend) {
 		t.Errorf("capture status after ending = %v", info.Status)
 	}
 	// The legacy default stream cannot be captured.
-	if err := b.StreamBeginCapture(gpumem.Stream{Device: 0}, gpumem.CaptureModeRelaxed); err == nil {
+	if err := b.StreamBeginCapture(gpumem.Stream{Device: dev}, gpumem.CaptureModeRelaxed); err == nil {
 		t.Error("capturing the legacy default stream succeeded")
-		_, _ = b.StreamEndCapture(gpumem.Stream{Device: 0})
+		_, _ = b.StreamEndCapture(gpumem.Stream{Device: dev})
 	}
 }
 
-func testGraphMemoryNodes(t *testing.T, b gpumem.Backend) {
-	if _, err := b.DefaultMemPool(0); err != nil {
+func testGraphMemoryNodes(t *testing.T, b gpumem.Backend, dev int) {
+	if _, err := b.DefaultMemPool(dev); err != nil {
 		skipIfNotSupported(t, err, "stream-ordered allocation")
 	}
 	const n = 1 << 20
-	s := newStream(t, b, 0, gpumem.StreamNonBlocking)
-	y := malloc(t, b, 0, n)
+	s := newStream(t, b, dev, gpumem.StreamNonBlocking)
+	y := malloc(t, b, dev, n)
 	must(t, b.Memset(y, 0, n), "Memset")
 	err := b.StreamBeginCapture(s, gpumem.CaptureModeThreadLocal)
 	skipIfNotSupported(t, err, "StreamBeginCapture")
@@ -711,16 +723,16 @@ func testGraphMemoryNodes(t *testing.T, b gpumem.Backend) {
 	}
 	must(t, b.GraphExecDestroy(ge), "GraphExecDestroy")
 	must(t, b.GraphDestroy(g), "GraphDestroy")
-	must(t, b.DeviceSynchronize(0), "DeviceSynchronize")
+	must(t, b.DeviceSynchronize(dev), "DeviceSynchronize")
 }
 
-func testVMM(t *testing.T, b gpumem.Backend) {
-	gran, err := b.MemGranularity(0, false)
+func testVMM(t *testing.T, b gpumem.Backend, dev int) {
+	gran, err := b.MemGranularity(dev, false)
 	skipIfNotSupported(t, err, "MemGranularity")
 	if gran == 0 || gran&(gran-1) != 0 {
 		t.Fatalf("granularity %d is not a power of two", gran)
 	}
-	rec, err := b.MemGranularity(0, true)
+	rec, err := b.MemGranularity(dev, true)
 	must(t, err, "recommended granularity")
 	if rec < gran || rec%gran != 0 {
 		t.Errorf("recommended granularity %d vs minimum %d", rec, gran)
@@ -728,9 +740,9 @@ func testVMM(t *testing.T, b gpumem.Backend) {
 	size := 2 * gran
 	va, err := b.MemAddressReserve(size, 0)
 	must(t, err, "MemAddressReserve")
-	h1, err := b.MemCreate(0, gran)
+	h1, err := b.MemCreate(dev, gran)
 	must(t, err, "MemCreate")
-	h2, err := b.MemCreate(0, gran)
+	h2, err := b.MemCreate(dev, gran)
 	must(t, err, "MemCreate")
 	if err := b.MemMap(va.Add(gran/2), gran, 0, h1); err == nil {
 		t.Error("MemMap at an address not aligned to the granularity succeeded")
@@ -738,14 +750,14 @@ func testVMM(t *testing.T, b gpumem.Backend) {
 	}
 	must(t, b.MemMap(va, gran, 0, h1), "MemMap first half")
 	must(t, b.MemMap(va.Add(gran), gran, 0, h2), "MemMap second half")
-	must(t, b.MemSetAccess(va, size, 0, gpumem.AccessReadWrite), "MemSetAccess")
+	must(t, b.MemSetAccess(va, size, dev, gpumem.AccessReadWrite), "MemSetAccess")
 	// Data across the boundary of two physical allocations.
 	want := pattern(8192, 4)
 	at := va.Add(gran - 4096)
 	must(t, b.CopyToDevice(at, want), "CopyToDevice across mappings")
 	expectBytes(t, readBack(t, b, at, 8192), want, "read back across mappings")
-	s := newStream(t, b, 0, gpumem.StreamNonBlocking)
-	d := malloc(t, b, 0, 8192)
+	s := newStream(t, b, dev, gpumem.StreamNonBlocking)
+	d := malloc(t, b, dev, 8192)
 	must(t, b.MemcpyAsync(d, at, 8192, s), "MemcpyAsync from mapped memory")
 	must(t, b.StreamSynchronize(s), "StreamSynchronize")
 	expectBytes(t, readBack(t, b, d, 8192), want, "async copy from mapped memory")
@@ -754,35 +766,35 @@ func testVMM(t *testing.T, b gpumem.Backend) {
 	must(t, b.MemRelease(h1), "MemRelease")
 	must(t, b.MemRelease(h2), "MemRelease")
 	must(t, b.MemAddressFree(va, size), "MemAddressFree")
-	if _, err := b.MemCreate(0, gran+1); err == nil {
+	if _, err := b.MemCreate(dev, gran+1); err == nil {
 		t.Error("MemCreate of a size that is not a multiple of the granularity succeeded")
 	}
 }
 
-func testManaged(t *testing.T, b gpumem.Backend) {
+func testManaged(t *testing.T, b gpumem.Backend, dev int) {
 	const n = 4 << 20
-	p, err := b.MallocManaged(0, n)
+	p, err := b.MallocManaged(dev, n)
 	skipIfNotSupported(t, err, "MallocManaged")
-	defer func() { must(t, b.Free(0, p), "Free managed") }()
+	defer func() { must(t, b.Free(dev, p), "Free managed") }()
 	want := pattern(n, 6)
 	must(t, b.CopyToDevice(p, want), "CopyToDevice into managed memory")
-	dev := gpumem.DeviceLocation(0)
-	if err := b.Advise(p, n, gpumem.AdviseSetPreferredLocation, dev); err != nil {
+	here := gpumem.DeviceLocation(dev)
+	if err := b.Advise(p, n, gpumem.AdviseSetPreferredLocation, here); err != nil {
 		skipIfNotSupported(t, err, "Advise")
 	}
 	loc, err := b.RangeLocation(p, n, gpumem.RangePreferredLocation)
 	must(t, err, "RangeLocation preferred")
-	if loc != dev {
-		t.Errorf("preferred location %v, want %v", loc, dev)
+	if loc != here {
+		t.Errorf("preferred location %v, want %v", loc, here)
 	}
-	must(t, b.Advise(p, n, gpumem.AdviseUnsetPreferredLocation, dev), "unset preferred location")
-	s := newStream(t, b, 0, gpumem.StreamNonBlocking)
-	must(t, b.Prefetch(p, n, dev, s), "Prefetch to the device")
+	must(t, b.Advise(p, n, gpumem.AdviseUnsetPreferredLocation, here), "unset preferred location")
+	s := newStream(t, b, dev, gpumem.StreamNonBlocking)
+	must(t, b.Prefetch(p, n, here, s), "Prefetch to the device")
 	must(t, b.StreamSynchronize(s), "StreamSynchronize")
 	loc, err = b.RangeLocation(p, n, gpumem.RangeLastPrefetchLocation)
 	must(t, err, "RangeLocation last prefetch")
-	if loc != dev {
-		t.Errorf("last prefetch location %v, want %v", loc, dev)
+	if loc != here {
+		t.Errorf("last prefetch location %v, want %v", loc, here)
 	}
 	must(t, b.Prefetch(p, n, gpumem.HostLocation(), s), "Prefetch to the host")
 	must(t, b.StreamSynchronize(s), "StreamSynchronize")
@@ -792,63 +804,64 @@ func testManaged(t *testing.T, b gpumem.Backend) {
 		t.Errorf("last prefetch location %v, want host", loc)
 	}
 	expectBytes(t, readBack(t, b, p, n), want, "managed data after migrations")
-	must(t, b.Advise(p, n, gpumem.AdviseSetReadMostly, dev), "read-mostly advice")
-	must(t, b.Advise(p, n, gpumem.AdviseUnsetReadMostly, dev), "unset read-mostly advice")
+	must(t, b.Advise(p, n, gpumem.AdviseSetReadMostly, here), "read-mostly advice")
+	must(t, b.Advise(p, n, gpumem.AdviseUnsetReadMostly, here), "unset read-mostly advice")
 }
 
-func testPeer(t *testing.T, b gpumem.Backend) {
+func testPeer(t *testing.T, b gpumem.Backend, dev int) {
 	n, err := b.DeviceCount()
 	must(t, err, "DeviceCount")
 	if n < 2 {
 		t.Skipf("peer access needs two devices; the backend has %d", n)
 	}
-	self, err := b.CanAccessPeer(0, 0)
-	must(t, err, "CanAccessPeer(0, 0)")
+	peer := (dev + 1) % n
+	self, err := b.CanAccessPeer(dev, dev)
+	must(t, err, "CanAccessPeer of a device and itself")
 	if self {
 		t.Error("a device reports peer access to itself")
 	}
-	ok, err := b.CanAccessPeer(0, 1)
+	ok, err := b.CanAccessPeer(dev, peer)
 	must(t, err, "CanAccessPeer")
 	if !ok {
-		if err := b.EnablePeerAccess(0, 1); err == nil {
+		if err := b.EnablePeerAccess(dev, peer); err == nil {
 			t.Error("EnablePeerAccess succeeded between devices that cannot access each other")
 		}
-		t.Skip("devices 0 and 1 cannot access each other")
+		t.Skipf("devices %d and %d cannot access each other", dev, peer)
 	}
-	must(t, b.EnablePeerAccess(0, 1), "EnablePeerAccess")
-	must(t, b.EnablePeerAccess(0, 1), "EnablePeerAccess twice")
-	defer func() { must(t, b.DisablePeerAccess(0, 1), "DisablePeerAccess") }()
+	must(t, b.EnablePeerAccess(dev, peer), "EnablePeerAccess")
+	must(t, b.EnablePeerAccess(dev, peer), "EnablePeerAccess twice")
+	defer func() { must(t, b.DisablePeerAccess(dev, peer), "DisablePeerAccess") }()
 	const size = 1 << 20
-	a := malloc(t, b, 0, size)
-	c := malloc(t, b, 1, size)
+	a := malloc(t, b, dev, size)
+	c := malloc(t, b, peer, size)
 	want := pattern(size, 8)
 	must(t, b.CopyToDevice(a, want), "CopyToDevice")
-	s := newStream(t, b, 0, gpumem.StreamNonBlocking)
-	must(t, b.MemcpyPeerAsync(c, 1, a, 0, size, s), "MemcpyPeerAsync")
+	s := newStream(t, b, dev, gpumem.StreamNonBlocking)
+	must(t, b.MemcpyPeerAsync(c, peer, a, dev, size, s), "MemcpyPeerAsync")
 	must(t, b.StreamSynchronize(s), "StreamSynchronize")
 	expectBytes(t, readBack(t, b, c, size), want, "peer copy")
-	if pool, err := b.DefaultMemPool(0); err == nil {
-		prev, err := b.MemPoolGetAccess(pool, 1)
+	if pool, err := b.DefaultMemPool(dev); err == nil {
+		prev, err := b.MemPoolGetAccess(pool, peer)
 		must(t, err, "MemPoolGetAccess")
-		must(t, b.MemPoolSetAccess(pool, 1, gpumem.AccessReadWrite), "MemPoolSetAccess for the peer")
-		got, err := b.MemPoolGetAccess(pool, 1)
+		must(t, b.MemPoolSetAccess(pool, peer, gpumem.AccessReadWrite), "MemPoolSetAccess for the peer")
+		got, err := b.MemPoolGetAccess(pool, peer)
 		must(t, err, "MemPoolGetAccess")
 		if got != gpumem.AccessReadWrite {
 			t.Errorf("peer access to the pool reads %d after granting read-write", got)
 		}
-		must(t, b.MemPoolSetAccess(pool, 1, prev), "restore pool access")
+		must(t, b.MemPoolSetAccess(pool, peer, prev), "restore pool access")
 	}
 }
 
-func testClose(t *testing.T, b gpumem.Backend) {
+func testClose(t *testing.T, b gpumem.Backend, dev int) {
 	must(t, b.Close(), "Close")
-	if _, err := b.Malloc(0, 512); !errors.Is(err, gpumem.ErrClosed) {
+	if _, err := b.Malloc(dev, 512); !errors.Is(err, gpumem.ErrClosed) {
 		t.Errorf("Malloc after Close: %v, want ErrClosed", err)
 	}
 	if _, err := b.DeviceCount(); !errors.Is(err, gpumem.ErrClosed) {
 		t.Errorf("DeviceCount after Close: %v, want ErrClosed", err)
 	}
-	if _, err := b.StreamCreate(0, 0, 0); !errors.Is(err, gpumem.ErrClosed) {
+	if _, err := b.StreamCreate(dev, 0, 0); !errors.Is(err, gpumem.ErrClosed) {
 		t.Errorf("StreamCreate after Close: %v, want ErrClosed", err)
 	}
 }

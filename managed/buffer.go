@@ -35,6 +35,7 @@ type Buffer struct {
 	prefetched bool            // the last prefetch went to loc
 	freed      bool
 	foreign    []gpumem.Stream // streams of other devices that used it
+	readers    map[int]bool    // devices advised as accessing it by AddReader
 }
 
 // Location returns where the buffer is placed: the location of its advice
@@ -213,7 +214,7 @@ func (b *Buffer) advise(pref gpumem.Location, acc int) error {
 	if b.accessedBy == acc {
 		return nil
 	}
-	if b.accessedBy >= 0 {
+	if b.accessedBy >= 0 && !b.readers[b.accessedBy] {
 		if err := a.b.Advise(b.Ptr, b.Size, gpumem.AdviseUnsetAccessedBy, gpumem.DeviceLocation(b.accessedBy)); err != nil {
 			return fmt.Errorf("managed: unsetting accessed-by device %d on %#x: %w", b.accessedBy, uintptr(b.Ptr), err)
 		}
@@ -333,6 +334,12 @@ func (b *Buffer) free(s *gpumem.Stream) error {
 	for _, f := range b.foreign {
 		if err := a.b.StreamSynchronize(f); err != nil {
 			errs = append(errs, fmt.Errorf("managed: synchronizing %v before a free: %w", f, err))
+		}
+	}
+	if len(b.readers) > 0 {
+		if err := b.dropReadersLocked(); err != nil {
+			a.dirty.Store(true)
+			errs = append(errs, err)
 		}
 	}
 	if b.moved {
