@@ -64,14 +64,17 @@ type device struct {
 	hookCaps  atomic.Int32 // captures open through BeginCapture
 	unheld    atomic.Int32 // graph states whose user object the graph does not hold yet
 
-	mu      sync.Mutex // guards everything below up to freeMu
-	recs    map[gpumem.Ptr]record
-	stats   gpumem.MemoryStats
-	ctr     Counters
-	hist    ring
-	graphs  map[uint64]*graphState // capture id -> state, until the graph is destroyed
-	toFree  []gpumem.Ptr           // records in stateGraphFreeing
-	hasWork atomic.Bool            // toFree is not empty
+	mu    sync.Mutex // guards everything below up to freeMu
+	recs  map[gpumem.Ptr]record
+	stats gpumem.MemoryStats
+	ctr   Counters
+	hist  ring
+	// poolSeen is the pool's reserved, reserved-high and used bytes as
+	// Stats last read them, reported while a capture is open.
+	poolSeen [3]uint64
+	graphs   map[uint64]*graphState // capture id -> state, until the graph is destroyed
+	toFree   []gpumem.Ptr           // records in stateGraphFreeing
+	hasWork  atomic.Bool            // toFree is not empty
 
 	freeMu     sync.Mutex // guards the free stream, fifo, freeSeq, joined
 	freeStream gpumem.Stream

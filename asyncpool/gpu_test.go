@@ -304,9 +304,9 @@ func TestGPUGraphScenarios(t *testing.T) {
 		out := r.alloc(gpuBuf, s)
 		r.memset(p, 0x33, gpuBuf, s)
 		r.sync(s)
+		frees := r.a.Stats(0).NumDeviceFree
 		r.begin(s)
 		r.copy(out, p, gpuBuf, s)
-		frees := r.a.Stats(0).NumDeviceFree
 		r.free(p, s)
 		g := r.end(s)
 		if n := r.a.Stats(0).NumDeviceFree - frees; n != 0 {
@@ -339,6 +339,49 @@ func TestGPUGraphScenarios(t *testing.T) {
 		if st.NumDeviceFree != st.NumDeviceAlloc || st.Active[gpumem.StatAll].Current != 0 || st.PendingReleaseBytes != 0 {
 			t.Errorf("device frees %d of %d allocations, active %d, pending %d", st.NumDeviceFree, st.NumDeviceAlloc,
 				st.Active[gpumem.StatAll].Current, st.PendingReleaseBytes)
+		}
+	})
+
+	// Statistics read during a global-mode capture must leave it valid.
+	t.Run("StatsDuringCapture", func(t *testing.T) {
+		r := openGPURig(t, 1)
+		defer r.finish()
+		s := r.ss[0]
+		out := r.alloc(gpuBuf, s)
+		pre := r.a.Stats(0).ReservedBytes[gpumem.StatAll].Current
+		r.begin(s)
+		p := r.alloc(gpuBuf, s)
+		st := r.a.Stats(0)
+		_ = r.a.Snapshot()
+		r.memset(p, 0x77, gpuBuf, s)
+		r.copy(out, p, gpuBuf, s)
+		r.free(p, s)
+		ci, err := r.b.StreamCaptureInfo(s)
+		if err != nil || ci.Status != gpumem.CaptureActive {
+			t.Fatalf("capture after reading statistics: %+v, %v", ci, err)
+		}
+		g := r.end(s)
+		if got := st.ReservedBytes[gpumem.StatAll].Current; pre <= 0 || got != pre {
+			t.Errorf("reserved bytes during the capture = %d, before it %d: want the figure last read", got, pre)
+		}
+		ge := r.instantiate(g)
+		r.memset(out, 0, gpuBuf, s)
+		r.launch(ge, s)
+		r.sync(s)
+		r.expect("the graph's output", out, gpuBuf, 0x77)
+		r.destroy(g, ge)
+		r.free(out, s)
+		r.settle(func(c asyncpool.Counters) bool { return c.LiveAllocations == 0 })
+		// What the driver itself does with a pool query inside a capture.
+		if err := r.b.StreamBeginCapture(s, gpumem.CaptureModeGlobal); err != nil {
+			t.Fatal(err)
+		}
+		_, qerr := r.b.MemPoolGetAttribute(r.pool, gpumem.PoolReservedMemCurrent)
+		ci, cerr := r.b.StreamCaptureInfo(s)
+		g2, eerr := r.b.StreamEndCapture(s)
+		t.Logf("driver: a pool query in a global capture returns %v; the capture is then %v (%v); ending it: %v", qerr, ci.Status, cerr, eerr)
+		if eerr == nil {
+			_ = r.b.GraphDestroy(g2)
 		}
 	})
 

@@ -66,7 +66,7 @@ func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) 
 			cause = nil
 		}
 	}
-	e := d.oomError(size, errors.Join(append([]error{cause}, extra...)...))
+	e := d.oomError(size, capturing, errors.Join(append([]error{cause}, extra...)...))
 	d.mu.Lock()
 	d.stats.NumOOMs++
 	d.hist.add(gpumem.ActionOOM, d.id, s.Handle, 0, size)
@@ -82,7 +82,7 @@ func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) 
 // oomError describes the failure as PyTorch does. Largest is the pool's
 // reserved-but-unused bytes: an upper bound, since the driver does not say
 // how that memory is fragmented.
-func (d *device) oomError(size uint64, cause error) *gpumem.OutOfMemoryError {
+func (d *device) oomError(size uint64, capturing bool, cause error) *gpumem.OutOfMemoryError {
 	e := &gpumem.OutOfMemoryError{
 		Allocator: "asyncpool",
 		Device:    d.id,
@@ -91,6 +91,11 @@ func (d *device) oomError(size uint64, cause error) *gpumem.OutOfMemoryError {
 		Allocated: uint64(max(d.allocated.Load(), 0)),
 		Limit:     d.limit,
 		Err:       cause,
+	}
+	if capturing {
+		// Device and pool queries would invalidate a global-mode
+		// capture: the error goes without those figures.
+		return d.hint(e)
 	}
 	if free, _, err := d.b.MemInfo(d.id); err == nil {
 		e.Free = free
@@ -103,7 +108,13 @@ func (d *device) oomError(size uint64, cause error) *gpumem.OutOfMemoryError {
 			e.Largest = reserved - used
 		}
 	}
+	return d.hint(e)
+}
+
+// hint fills in e's advice.
+func (d *device) hint(e *gpumem.OutOfMemoryError) *gpumem.OutOfMemoryError {
 	pending := d.pending.Load()
+	cause := e.Err
 	switch {
 	case cause == nil && d.limit > 0:
 		e.Hint = fmt.Sprintf("The per_process_memory_fraction cap of %s is reached: raise per_process_memory_fraction in GPUMEM_ALLOC_CONF, or free memory.",

@@ -48,6 +48,9 @@ func (a *Allocator) existingDevice(dev int) *device {
 // PoolReservedMemCurrent and PoolReservedMemHigh, read now; NumDeviceAlloc
 // counts MallocFromPoolAsync calls and NumDeviceFree FreeAsync calls;
 // LargestFreeBlock is the pool's reserved-but-unused bytes (an upper bound).
+// While a capture the allocator knows of is open, the pool's figures are
+// those read last (CUDA counts pool queries among the calls that invalidate
+// a global-mode capture).
 // A device not used yet has zero statistics.
 func (a *Allocator) Stats(dev int) gpumem.MemoryStats {
 	d := a.existingDevice(dev)
@@ -62,9 +65,25 @@ func (a *Allocator) Stats(dev int) gpumem.MemoryStats {
 	if d.closed {
 		return st
 	}
-	cur, err1 := d.b.MemPoolGetAttribute(d.pool, gpumem.PoolReservedMemCurrent)
-	high, err2 := d.b.MemPoolGetAttribute(d.pool, gpumem.PoolReservedMemHigh)
-	used, err3 := d.b.MemPoolGetAttribute(d.pool, gpumem.PoolUsedMemCurrent)
+	var cur, high, used uint64
+	var err1, err2, err3 error
+	if open, err := d.captureOpen(); err != nil || open {
+		// The CUDA driver counts pool queries among the calls that
+		// invalidate a capture in global mode: report the figures last
+		// read instead.
+		d.mu.Lock()
+		cur, high, used = d.poolSeen[0], d.poolSeen[1], d.poolSeen[2]
+		d.mu.Unlock()
+	} else {
+		cur, err1 = d.b.MemPoolGetAttribute(d.pool, gpumem.PoolReservedMemCurrent)
+		high, err2 = d.b.MemPoolGetAttribute(d.pool, gpumem.PoolReservedMemHigh)
+		used, err3 = d.b.MemPoolGetAttribute(d.pool, gpumem.PoolUsedMemCurrent)
+		if err1 == nil && err2 == nil && err3 == nil {
+			d.mu.Lock()
+			d.poolSeen = [3]uint64{cur, high, used}
+			d.mu.Unlock()
+		}
+	}
 	if err1 == nil {
 		st.ReservedBytes[gpumem.StatAll].Current = int64(cur)
 		st.ReservedBytes[gpumem.StatAll].Peak = int64(max(cur, high))
