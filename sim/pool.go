@@ -7,12 +7,16 @@ import (
 )
 
 // A pool reserves chunks of its device's memory (whole multiples of the
-// granularity) and carves allocations out of them with a rangeSet whose
-// ranges never merge across chunks, so that a chunk with no allocation in
-// it can be released to the device. FreeAsync puts the range on the pool's
-// pending list; the stream that freed it (and streams ordered after the
-// free through event waits) may reuse it at once, in stream order; when the
-// stream reaches the free the range becomes free for everyone.
+// granularity) and carves allocations out of them best fit (the smallest
+// free range that holds the request, the lowest addressed of equals). As in
+// the CUDA driver, whose pools map physical memory into one address range,
+// free ranges of chunks that lie next to each other coalesce, and an
+// allocation may span chunks; a chunk holding no part of any allocation can
+// be released to the device. FreeAsync puts the range on the pool's pending
+// list; the stream that freed it (and streams ordered after the free
+// through event waits) may reuse it at once, in stream order; when the
+// stream reaches the free the range becomes free for every stream
+// (opportunistic reuse).
 type pool struct {
 	h         uintptr
 	dev       *device
@@ -45,7 +49,7 @@ func (g *GPU) newPool(d *device, isDefault bool, maxSize uint64) *pool {
 	p := &pool{h: g.handle(), dev: d, isDefault: isDefault, maxSize: maxSize,
 		reuseFollow: true, reuseOpp: true, reuseInternal: true,
 		chunks: map[uint64]*object{}, free: newRangeSet(), access: make([]gpumem.Access, len(g.cfg.Devices))}
-	p.free.boundary = map[uint64]struct{}{}
+	p.free.bestFit = true
 	p.access[d.ord] = gpumem.AccessReadWrite
 	g.pools[p.h] = p
 	return p
@@ -322,7 +326,7 @@ func (g *GPU) poolAlloc(m method, p *pool, size uint64, st *stream) (gpumem.Ptr,
 	}
 	chunk := g.spanAt(start)
 	o := &object{kind: objPoolAlloc, id: g.id(), start: start, size: n, req: size, dev: p.dev.ord, stack: stk, pool: p, chunk: chunk, stream: st}
-	insertSub(chunk, o)
+	g.eachChunk(o, insertSub)
 	g.allocs[start] = o
 	_ = fromPending
 	p.used += size
@@ -343,7 +347,7 @@ func (g *GPU) takePending(p *pool, n uint64, st *stream) (uint64, bool, bool) {
 			// The freed allocation leaves its chunk now: its range belongs to
 			// the new allocation. Work queued on it earlier in stream order
 			// is still fine: the detector only flags it once the free runs.
-			removeSub(pf.o.chunk, pf.o)
+			g.eachChunk(pf.o, removeSub)
 			pf.inChunk = false
 		}
 		start := pf.start
@@ -359,6 +363,9 @@ func (g *GPU) takePending(p *pool, n uint64, st *stream) (uint64, bool, bool) {
 // of its Granularity when that much does not fit.
 func (g *GPU) grow(m method, p *pool, n uint64) (uint64, error) {
 	d := p.dev
+	if a, ok := g.growTail(p, n); ok {
+		return a, nil
+	}
 	cs := roundUp(n, d.cfg.PoolGranularity)
 	if p.maxSize > 0 && p.reserved+cs > p.maxSize || !g.fits(d, cs) {
 		cs = roundUp(n, d.cfg.Granularity)
@@ -377,18 +384,48 @@ func (g *GPU) grow(m method, p *pool, n uint64) (uint64, error) {
 		d.used -= cs
 		return 0, vendorErr(m, codeOutOfMemory)
 	}
-	c := g.newObject(objPoolChunk, start, cs, cs, d.ord, stack{})
+	g.addChunk(p, start, cs)
+	a, _ := p.free.alloc(n)
+	// The new chunk (merged with a free neighbour, if any) holds n bytes,
+	// so the best fit exists.
+	return a, nil
+}
+
+// growTail extends the pool's highest chunk when a free range ends there:
+// the new chunk, placed right after it, needs only what that range lacks,
+// and the two coalesce, as the driver maps more memory at the end of its
+// pool's address range.
+func (g *GPU) growTail(p *pool, n uint64) (uint64, bool) {
+	d := p.dev
+	var top uint64
+	for _, c := range p.chunks {
+		top = max(top, c.end())
+	}
+	tail, ok := p.free.byEnd[top]
+	if top == 0 || !ok || tail.size >= n {
+		return 0, false
+	}
+	cs := roundUp(n-tail.size, d.cfg.PoolGranularity)
+	if p.maxSize > 0 && p.reserved+cs > p.maxSize || !g.fits(d, cs) || !g.reserve(d, cs) {
+		return 0, false
+	}
+	if !d.va.allocAt(top, cs) {
+		d.used -= cs
+		return 0, false
+	}
+	g.addChunk(p, top, cs)
+	return p.free.alloc(n)
+}
+
+// addChunk records [start, start+cs) as a chunk of p, free.
+func (g *GPU) addChunk(p *pool, start, cs uint64) {
+	c := g.newObject(objPoolChunk, start, cs, cs, p.dev.ord, stack{})
 	c.pool = p
 	g.spans.insert(start, c)
 	p.chunks[start] = c
-	p.free.boundary[start] = struct{}{}
 	p.reserved += cs
 	p.reservedHigh = max(p.reservedHigh, p.reserved)
 	p.free.release(start, cs)
-	a, _ := p.free.alloc(n)
-	// The chunk is exactly free, so the first fit is at its start unless
-	// another range fitted first; either is a valid fit of n bytes.
-	return a, nil
 }
 
 // releaseChunks releases chunks with nothing allocated in them until p
@@ -407,11 +444,12 @@ func (g *GPU) releaseChunks(p *pool, keep uint64) {
 			return
 		}
 		c := p.chunks[s]
-		if len(c.subs) > 0 || !p.free.removeExact(c.start, c.size) {
+		// A chunk with no allocation in it is wholly free unless a
+		// pending free still holds part of it.
+		if len(c.subs) > 0 || !p.free.allocAt(c.start, c.size) {
 			continue
 		}
 		delete(p.chunks, s)
-		delete(p.free.boundary, s)
 		g.spans.remove(s, c)
 		p.reserved -= c.size
 		d := p.dev
@@ -428,6 +466,19 @@ func (g *GPU) trimPools(d *device) {
 		if p.dev == d && p.reserved > p.threshold {
 			g.releaseChunks(p, p.threshold)
 		}
+	}
+}
+
+// eachChunk calls fn for every chunk of o's pool that o overlaps, in address
+// order; lock held.
+func (g *GPU) eachChunk(o *object, fn func(c, o *object)) {
+	for a := o.start; a < o.start+o.size; {
+		c := g.spanAt(a)
+		if c == nil || c.kind != objPoolChunk {
+			return
+		}
+		fn(c, o)
+		a = c.end()
 	}
 }
 
@@ -505,7 +556,7 @@ func (g *GPU) completeFree(pf *pfree) {
 func (g *GPU) freePoolAlloc(o *object) {
 	p := o.pool
 	o.freed = true
-	removeSub(o.chunk, o)
+	g.eachChunk(o, removeSub)
 	if g.tags.n > 0 {
 		g.dropTags(o.start, o.size)
 	}
