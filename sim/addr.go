@@ -19,7 +19,6 @@ type rangeSet struct {
 	heads    [nClasses]*frange
 	bitmap   [nClasses / 64]uint64
 	boundary map[uint64]struct{} // addresses where ranges must not merge; nil: none
-	bestFit  bool                // alloc takes the smallest range that fits (lowest address on ties)
 	free     uint64              // total free bytes
 	spare    *frange             // recycled nodes
 }
@@ -150,13 +149,6 @@ func (r *rangeSet) alloc(size uint64) (uint64, bool) {
 	}
 	var f *frange
 	c := classOf(size)
-	if r.bestFit {
-		f = r.bestFitRange(size, c)
-		if f == nil {
-			return 0, false
-		}
-		return r.take(f, size), true
-	}
 	n := 0
 	for g := r.heads[c]; g != nil && n < 8; g = g.next {
 		if g.size >= size && (f == nil || g.size < f.size) {
@@ -175,40 +167,6 @@ func (r *rangeSet) alloc(size uint64) (uint64, bool) {
 	if f == nil {
 		return 0, false
 	}
-	return r.take(f, size), true
-}
-
-// bestFitRange returns the smallest free range of at least size bytes, the
-// lowest addressed of equals: within size's own class, or else within the
-// first non-empty class above it, whose ranges all fit.
-func (r *rangeSet) bestFitRange(size uint64, c int) *frange {
-	better := func(g, f *frange) bool {
-		return f == nil || g.size < f.size || g.size == f.size && g.start < f.start
-	}
-	var f *frange
-	for g := r.heads[c]; g != nil; g = g.next {
-		if g.size >= size && better(g, f) {
-			f = g
-		}
-	}
-	if f != nil || c+1 >= nClasses {
-		return f
-	}
-	fc := r.firstClass(c + 1)
-	if fc < 0 {
-		return nil
-	}
-	for g := r.heads[fc]; g != nil; g = g.next {
-		if better(g, f) {
-			f = g
-		}
-	}
-	return f
-}
-
-// take carves size bytes from the front of free range f and returns their
-// start.
-func (r *rangeSet) take(f *frange, size uint64) uint64 {
 	start := f.start
 	if f.size > size {
 		// Carve from the front: the end (and its map entry) stays.
@@ -222,7 +180,7 @@ func (r *rangeSet) take(f *frange, size uint64) uint64 {
 		r.unlink(f)
 		r.recycle(f)
 	}
-	return start
+	return start, true
 }
 
 // allocAt takes [start, start+size) which must lie inside one free range.

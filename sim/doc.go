@@ -53,19 +53,13 @@
 // # Stream-ordered pools
 //
 // Each device has a default pool; MemPoolCreate makes more. A pool reserves
-// chunks and carves allocations of 512 byte multiples from them, best fit:
-// the smallest free range that holds the request, the lowest addressed of
-// equals. Free ranges of neighbouring chunks coalesce and an allocation may
-// span chunks, as in the driver, whose pools map memory into one address
-// range. FreeAsync returns memory to every stream when its stream reaches
-// the free (opportunistic reuse); before that, MallocAsync on the same
-// stream, or on a stream ordered after the free by an event wait, may reuse
-// it at once (as CUDA's follow-event-dependencies). At synchronization
-// points a pool releases chunks with no allocation in them above its
-// release threshold (0 by default, as in CUDA). Pools grow in chunks of
-// 32 MiB multiples (PoolGranularity), as CUDA 13's do on an H200; when a
-// free range ends the pool's highest chunk, the new chunk is placed right
-// after it and covers only what that range lacks. The reserved and used attributes are exact: used
+// chunks and carves allocations of 512 byte multiples from them. FreeAsync
+// returns memory when its stream reaches the free; before that, MallocAsync on the same stream, or on a
+// stream ordered after the free by an event wait, may reuse it at once (as
+// CUDA's follow-event-dependencies). At synchronization points a pool
+// releases empty chunks above its release threshold (0 by default, as in
+// CUDA). Pools grow in chunks of 32 MiB multiples (PoolGranularity), as
+// CUDA 13's do on an H200. The reserved and used attributes are exact: used
 // is the sum of the sizes asked for by allocations whose free has not been
 // reached (CUDA counts requested bytes), reserved the sum of chunks.
 //

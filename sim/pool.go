@@ -49,7 +49,6 @@ func (g *GPU) newPool(d *device, isDefault bool, maxSize uint64) *pool {
 	p := &pool{h: g.handle(), dev: d, isDefault: isDefault, maxSize: maxSize,
 		reuseFollow: true, reuseOpp: true, reuseInternal: true,
 		chunks: map[uint64]*object{}, free: newRangeSet(), access: make([]gpumem.Access, len(g.cfg.Devices))}
-	p.free.bestFit = true
 	p.access[d.ord] = gpumem.AccessReadWrite
 	g.pools[p.h] = p
 	return p
@@ -316,7 +315,7 @@ func (g *GPU) poolAlloc(m method, p *pool, size uint64, st *stream) (gpumem.Ptr,
 	}
 	start, fromPending, ok := g.takePending(p, n, st)
 	if !ok {
-		start, ok = p.free.alloc(n)
+		start, ok = p.free.allocBest(n)
 	}
 	if !ok {
 		var err error
@@ -385,7 +384,7 @@ func (g *GPU) grow(m method, p *pool, n uint64) (uint64, error) {
 		return 0, vendorErr(m, codeOutOfMemory)
 	}
 	g.addChunk(p, start, cs)
-	a, _ := p.free.alloc(n)
+	a, _ := p.free.allocBest(n)
 	// The new chunk (merged with a free neighbour, if any) holds n bytes,
 	// so the best fit exists.
 	return a, nil
@@ -414,7 +413,7 @@ func (g *GPU) growTail(p *pool, n uint64) (uint64, bool) {
 		return 0, false
 	}
 	g.addChunk(p, top, cs)
-	return p.free.alloc(n)
+	return p.free.allocBest(n)
 }
 
 // addChunk records [start, start+cs) as a chunk of p, free.
@@ -565,4 +564,58 @@ func (g *GPU) freePoolAlloc(o *object) {
 	if p.destroyed {
 		g.releaseChunks(p, 0)
 	}
+}
+
+// allocBest takes size bytes from the smallest free range that holds them
+// (the lowest addressed of equals) and returns their start: the best fit is
+// in size's own class, or else in the first non-empty class above it, whose
+// ranges all fit.
+func (r *rangeSet) allocBest(size uint64) (uint64, bool) {
+	if size == 0 {
+		return 0, false
+	}
+	better := func(g, f *frange) bool {
+		return f == nil || g.size < f.size || g.size == f.size && g.start < f.start
+	}
+	var f *frange
+	c := classOf(size)
+	for g := r.heads[c]; g != nil; g = g.next {
+		if g.size >= size && better(g, f) {
+			f = g
+		}
+	}
+	if f == nil && c+1 < nClasses {
+		if fc := r.firstClass(c + 1); fc >= 0 {
+			for g := r.heads[fc]; g != nil; g = g.next {
+				if better(g, f) {
+					f = g
+				}
+			}
+		}
+	}
+	if f == nil {
+		return 0, false
+	}
+	start := f.start
+	if !r.allocAtRange(f, start, size) {
+		return 0, false
+	}
+	return start, true
+}
+
+// allocAtRange takes [start, start+size) from the free range f holding it.
+func (r *rangeSet) allocAtRange(f *frange, start, size uint64) bool {
+	if start < f.start || start+size > f.start+f.size {
+		return false
+	}
+	r.unlink(f)
+	fs, fe := f.start, f.start+f.size
+	r.recycle(f)
+	if start > fs {
+		r.link(r.node(fs, start-fs))
+	}
+	if fe > start+size {
+		r.link(r.node(start+size, fe-start-size))
+	}
+	return true
 }
