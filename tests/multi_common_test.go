@@ -147,25 +147,38 @@ func multiWorker(b gpumem.Backend, a *multiAlloc, s gpumem.Stream, seed int64, l
 		free func() error
 	}
 	ring := make([]live, 0, load.hold)
+	// Samples are read back on the block's own stream into pinned host
+	// memory (the device's own context, as multi-device code must), then
+	// copied out of the pinned buffer.
+	host, err := b.MallocHost(uint64(2 * load.sample))
+	if err != nil {
+		return fmt.Errorf("%s: MallocHost: %w", a.name, err)
+	}
+	defer b.FreeHost(host)
 	check := func(l live) error {
 		n := min(uint64(load.sample), l.size)
-		buf := make([]byte, n)
-		for _, off := range []uint64{0, l.size - n} {
-			if err := b.CopyFromDevice(buf, l.p.Add(off)); err != nil {
+		ends := []uint64{0, l.size - n}
+		for i, off := range ends {
+			if err := b.MemcpyAsync(host.Add(uint64(i)*n), l.p.Add(off), n, s); err != nil {
 				return fmt.Errorf("%s: reading %d bytes at %#x+%d on %v: %w", a.name, n, uint64(l.p), off, s, err)
 			}
-			for i, v := range buf {
-				if v != l.val {
-					return fmt.Errorf("%s: %v: byte %d of a %d-byte block is %#x, want %#x", a.name, s, off+uint64(i), l.size, v, l.val)
-				}
+		}
+		if err := b.StreamSynchronize(s); err != nil {
+			return err
+		}
+		buf := make([]byte, 2*n)
+		if err := b.CopyFromDevice(buf, host); err != nil {
+			return fmt.Errorf("%s: reading pinned memory: %w", a.name, err)
+		}
+		for i, v := range buf {
+			if v != l.val {
+				off := ends[i/int(n)] + uint64(i%int(n))
+				return fmt.Errorf("%s: %v: byte %d of a %d-byte block is %#x, want %#x", a.name, s, off, l.size, v, l.val)
 			}
 		}
 		return nil
 	}
 	release := func(l live) error {
-		if err := b.StreamSynchronize(s); err != nil {
-			return err
-		}
 		if err := check(l); err != nil {
 			return err
 		}
