@@ -301,3 +301,24 @@ func TestCloseLeavesGraphMemory(t *testing.T) {
 		t.Errorf("violations: %v", v)
 	}
 }
+
+// Statistics read during a global-mode capture leave it valid: the driver
+// refuses pool queries then, so the pool figures are those read last.
+func TestStatsDuringCapture(t *testing.T) {
+	r := newRig(t, sim.Config{}, asyncpool.DefaultOptions(), 1)
+	defer r.finish()
+	s := r.ss[0]
+	x := r.alloc(mib, s)
+	pre := r.a.Stats(0).ReservedBytes[gpumem.StatAll].Current
+	r.begin(s)
+	p := r.alloc(mib, s)
+	st := r.a.Stats(0)
+	r.kernel(s, p, mib)
+	r.free(p, s)
+	g := r.end(s)
+	if got := st.ReservedBytes[gpumem.StatAll].Current; pre <= 0 || got != pre {
+		t.Errorf("reserved during the capture = %d, before it %d", got, pre)
+	}
+	r.graphRun(g, s, 1)
+	r.free(x, s)
+}

@@ -160,7 +160,9 @@ func (g *GPU) MemPoolSetAttribute(mp gpumem.MemPool, a gpumem.PoolAttribute, v u
 	return nil
 }
 
-// MemPoolGetAttribute reads a pool attribute. Reserved memory counts the
+// MemPoolGetAttribute reads a pool attribute; during a global-mode capture
+// it fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the
+// capture, as the driver does. Reserved memory counts the
 // chunks the pool holds; used memory counts the bytes asked for by its
 // allocations whose free the stream has not reached yet (CUDA counts the
 // requested sizes, not the rounded ones).
@@ -172,6 +174,12 @@ func (g *GPU) MemPoolGetAttribute(mp gpumem.MemPool, a gpumem.PoolAttribute) (ui
 	defer g.mu.Unlock()
 	p, err := g.lookupPool(mMemPoolGetAttribute, mp)
 	if err != nil {
+		return 0, err
+	}
+	// CUDA 13 refuses a pool query while a global-mode capture is active
+	// and invalidates the capture (measured on an H200 with
+	// PoolReservedMemCurrent).
+	if err := g.unsafeDuringCapture(mMemPoolGetAttribute, p.dev); err != nil {
 		return 0, err
 	}
 	b := func(x bool) uint64 {

@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/gpumem/gpumem"
@@ -189,5 +190,31 @@ func TestPoolReuseAcrossStreams(t *testing.T) {
 	}
 	if v := r.g.Violations(); len(v) != 0 {
 		t.Errorf("violations: %v", v)
+	}
+}
+
+// A pool query during a global-mode capture is refused and invalidates the
+// capture, as on the driver; in relaxed mode it is allowed.
+func TestPoolQueryDuringCapture(t *testing.T) {
+	r := newPoolRig(t)
+	for _, mode := range []gpumem.CaptureMode{gpumem.CaptureModeGlobal, gpumem.CaptureModeRelaxed} {
+		if err := r.g.StreamBeginCapture(r.s, mode); err != nil {
+			t.Fatal(err)
+		}
+		_, qerr := r.g.MemPoolGetAttribute(r.pool, gpumem.PoolReservedMemCurrent)
+		graph, eerr := r.g.StreamEndCapture(r.s)
+		if mode == gpumem.CaptureModeGlobal {
+			var ge *gpumem.Error
+			if !errors.As(qerr, &ge) || ge.Code != 900 || !errors.Is(qerr, gpumem.ErrInvalidValue) || eerr == nil {
+				t.Errorf("global mode: query %v, end capture %v; want refused and invalidated", qerr, eerr)
+			}
+		} else if qerr != nil || eerr != nil {
+			t.Errorf("relaxed mode: query %v, end capture %v", qerr, eerr)
+		}
+		if eerr == nil {
+			if err := r.g.GraphDestroy(graph); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
