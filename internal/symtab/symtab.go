@@ -127,6 +127,7 @@ const (
 	CanAccessPeer
 	EnablePeerAccess
 	DisablePeerAccess
+	PointerDevice
 	NumOps
 )
 
@@ -220,6 +221,7 @@ var Rows = [NumOps]Row{
 	row(CanAccessPeer, "CanAccessPeer", "cuDeviceCanAccessPeer", 4000, "hipDeviceCanAccessPeer", none, ""),
 	row(EnablePeerAccess, "EnablePeerAccess", "cuCtxEnablePeerAccess", 4000, "hipDeviceEnablePeerAccess", none, "already enabled is not an error"),
 	row(DisablePeerAccess, "DisablePeerAccess", "cuCtxDisablePeerAccess", 4000, "hipDeviceDisablePeerAccess", none, ""),
+	row(PointerDevice, "PointerDevice", "cuPointerGetAttribute", 4000, "hipPointerGetAttribute", none, "DEVICE_ORDINAL (9 in both): which device's context a synchronous copy or memset runs in"),
 }
 
 // Vendor selects a column.

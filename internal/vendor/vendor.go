@@ -590,10 +590,42 @@ func (b *Backend) Memcpy(dst, src gpumem.Ptr, size uint64) error {
 }
 
 func (b *Backend) memcpy(dst, src uintptr, size uint64) error {
-	if b.d.MemcpyKind {
-		return b.call(0, symtab.Memcpy, dst, src, uintptr(size), MemcpyDefault, 0, 0)
+	dev := b.pointerDevice(dst)
+	if dev == 0 {
+		dev = b.pointerDevice(src)
 	}
-	return b.call(0, symtab.Memcpy, dst, src, uintptr(size), 0, 0, 0)
+	if b.d.MemcpyKind {
+		return b.call(dev, symtab.Memcpy, dst, src, uintptr(size), MemcpyDefault, 0, 0)
+	}
+	return b.call(dev, symtab.Memcpy, dst, src, uintptr(size), 0, 0, 0)
+}
+
+// pointerAttrDeviceOrdinal is CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL and
+// HIP_POINTER_ATTRIBUTE_DEVICE_ORDINAL: 9 in both headers.
+const pointerAttrDeviceOrdinal = 9
+
+// pointerDevice is the device whose context a synchronous operation on the
+// unified address p must run in: the device that owns p, or 0 when p is not
+// a device's memory (host memory, Go memory), the library cannot say, or
+// there is only one device. Memory of a stream-ordered pool or of a virtual
+// memory mapping is reachable only from the devices granted access, so the
+// owner's context matters for cuMemcpy and cuMemsetD8 on machines with
+// several devices.
+func (b *Backend) pointerDevice(p uintptr) int {
+	fn := b.fns[symtab.PointerDevice]
+	if b.nDev <= 1 || fn == 0 || p == 0 {
+		return 0
+	}
+	c := getCell()
+	defer putCell(c)
+	r, _ := ccall.CallPre6(b.pre, b.cur[0], fn, c.addr(0), pointerAttrDeviceOrdinal, p, 0, 0, 0)
+	if int32(r) != 0 {
+		return 0
+	}
+	if d := int(c.i32(0)); d > 0 && d < b.nDev {
+		return d
+	}
+	return 0
 }
 
 // MemcpyAsync copies between unified addresses, ordered on s.
@@ -617,7 +649,7 @@ func (b *Backend) MemcpyPeerAsync(dst gpumem.Ptr, dstDev int, src gpumem.Ptr, sr
 
 // Memset sets size bytes at p to value.
 func (b *Backend) Memset(p gpumem.Ptr, value byte, size uint64) error {
-	return b.call(0, symtab.Memset, uintptr(p), uintptr(value), uintptr(size), 0, 0, 0)
+	return b.call(b.pointerDevice(uintptr(p)), symtab.Memset, uintptr(p), uintptr(value), uintptr(size), 0, 0, 0)
 }
 
 // MemsetAsync sets size bytes at p to value, ordered on s.
