@@ -404,7 +404,8 @@ func (d *device) noteFree(p gpumem.Ptr, size uint64, s gpumem.Stream, pending bo
 	d.stats.Allocation.Add(k, -1)
 	d.stats.AllocatedBytes.Add(k, -n)
 	d.stats.RequestedBytes.Add(k, -n)
-	d.hist.add(gpumem.ActionFreeRequest, d.id, s.Handle, p, size)
+	t := d.hist.now()
+	d.hist.addAt(t, gpumem.ActionFreeRequest, d.id, s.Handle, p, size)
 	if pending {
 		d.stats.PendingReleaseBytes += n
 		return
@@ -413,7 +414,7 @@ func (d *device) noteFree(p gpumem.Ptr, size uint64, s gpumem.Stream, pending bo
 	d.stats.ActiveBytes.Add(k, -n)
 	d.stats.Segment.Add(k, -1)
 	d.stats.NumDeviceFree++
-	d.hist.add(gpumem.ActionFreeComplete, d.id, s.Handle, p, size)
+	d.hist.addAt(t, gpumem.ActionFreeComplete, d.id, s.Handle, p, size)
 }
 
 // unnoteFree undoes noteFree after a failed free (history keeps the request).

@@ -204,7 +204,24 @@ func (r *ring) add(act gpumem.HistoryAction, dev int, stream uintptr, p gpumem.P
 	if len(r.buf) == 0 {
 		return
 	}
-	r.buf[r.next] = gpumem.HistoryEntry{Time: time.Now(), Action: act, Device: dev, Stream: stream, Addr: p, Size: size}
+	r.addAt(time.Now(), act, dev, stream, p, size)
+}
+
+// now reads the clock only when the history is kept: the hot path pays
+// nothing for a disabled history and one clock read per call otherwise.
+func (r *ring) now() time.Time {
+	if len(r.buf) == 0 {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// addAt adds an entry stamped t (from now).
+func (r *ring) addAt(t time.Time, act gpumem.HistoryAction, dev int, stream uintptr, p gpumem.Ptr, size uint64) {
+	if len(r.buf) == 0 {
+		return
+	}
+	r.buf[r.next] = gpumem.HistoryEntry{Time: t, Action: act, Device: dev, Stream: stream, Addr: p, Size: size}
 	r.next++
 	if r.next == len(r.buf) {
 		r.next, r.full = 0, true
