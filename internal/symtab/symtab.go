@@ -128,6 +128,7 @@ const (
 	EnablePeerAccess
 	DisablePeerAccess
 	PointerDevice
+	StreamIsCapturing
 	NumOps
 )
 
@@ -222,6 +223,7 @@ var Rows = [NumOps]Row{
 	row(EnablePeerAccess, "EnablePeerAccess", "cuCtxEnablePeerAccess", 4000, "hipDeviceEnablePeerAccess", none, "already enabled is not an error"),
 	row(DisablePeerAccess, "DisablePeerAccess", "cuCtxDisablePeerAccess", 4000, "hipDeviceDisablePeerAccess", none, ""),
 	row(PointerDevice, "PointerDevice", "cuPointerGetAttribute", 4000, "hipPointerGetAttribute", none, "DEVICE_ORDINAL (9 in both): which device's context a synchronous copy or memset runs in"),
+	row(StreamIsCapturing, "StreamCaptureInfo", "cuStreamIsCapturing", 10000, "hipStreamIsCapturing", none, "asked first: the full capture info only when a capture is active"),
 }
 
 // Vendor selects a column.

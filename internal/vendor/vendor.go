@@ -1047,6 +1047,18 @@ func (b *Backend) StreamEndCapture(s gpumem.Stream) (gpumem.Graph, error) {
 func (b *Backend) StreamCaptureInfo(s gpumem.Stream) (gpumem.CaptureInfo, error) {
 	c := getCell()
 	defer putCell(c)
+	// Allocators ask this on every allocation and free: the plain status
+	// (cuStreamIsCapturing) is the cheap question, and the graph is asked
+	// for only while a capture is active.
+	if b.fns[symtab.StreamIsCapturing] != 0 {
+		if err := b.call(s.Device, symtab.StreamIsCapturing, s.Handle, c.addr(0), 0, 0, 0, 0); err != nil {
+			return gpumem.CaptureInfo{}, err
+		}
+		if st := gpumem.CaptureStatus(c.i32(0)); st != gpumem.CaptureActive {
+			return gpumem.CaptureInfo{Status: st}, nil
+		}
+		c[0] = 0
+	}
 	if err := b.call(s.Device, symtab.StreamCaptureInfo, s.Handle, c.addr(0), c.addr(1), c.addr(2), 0, 0); err != nil {
 		return gpumem.CaptureInfo{}, err
 	}
