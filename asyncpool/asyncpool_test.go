@@ -8,6 +8,7 @@ import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/asyncpool"
 	"github.com/gpumem/gpumem/sim"
+	"github.com/gpumem/gpumem/simtest"
 )
 
 const (
@@ -24,7 +25,16 @@ type rig struct {
 	ss []gpumem.Stream
 }
 
+// newRig builds a rig whose simulator fails t if the test leaves anything
+// alive on it.
 func newRig(t *testing.T, cfg sim.Config, opts asyncpool.Options, streams int) *rig {
+	t.Helper()
+	return rigOn(t, nil, cfg, opts, streams)
+}
+
+// newUntrackedRig builds a rig whose simulator is not checked for leaks,
+// for tests that leave objects behind on purpose.
+func newUntrackedRig(t *testing.T, cfg sim.Config, opts asyncpool.Options, streams int) *rig {
 	t.Helper()
 	if len(cfg.Devices) == 0 {
 		cfg.Devices = []sim.DeviceConfig{{Name: "sim0", Capacity: 8 * gib}}
@@ -32,6 +42,17 @@ func newRig(t *testing.T, cfg sim.Config, opts asyncpool.Options, streams int) *
 	g, err := sim.New(cfg)
 	if err != nil {
 		t.Fatalf("sim.New: %v", err)
+	}
+	return rigOn(t, g, cfg, opts, streams)
+}
+
+func rigOn(t *testing.T, g *sim.GPU, cfg sim.Config, opts asyncpool.Options, streams int) *rig {
+	t.Helper()
+	if len(cfg.Devices) == 0 {
+		cfg.Devices = []sim.DeviceConfig{{Name: "sim0", Capacity: 8 * gib}}
+	}
+	if g == nil {
+		g = simtest.New(t, cfg)
 	}
 	a, err := asyncpool.New(g, opts)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/asyncpool"
 	"github.com/gpumem/gpumem/sim"
+	"github.com/gpumem/gpumem/simtest"
 	"github.com/gpumem/gpumem/trace"
 )
 
@@ -64,10 +65,7 @@ func TestReplayTraces(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := sim.New(sim.Config{NoStacks: true, Devices: []sim.DeviceConfig{{Name: "H200", Capacity: 140 * gib}}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := simtest.New(t, sim.Config{NoStacks: true, Devices: []sim.DeviceConfig{{Name: "H200", Capacity: 140 * gib}}})
 			a, err := asyncpool.New(g, asyncpool.DefaultOptions())
 			if err != nil {
 				t.Fatal(err)

@@ -7,14 +7,12 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/sim"
+	"github.com/gpumem/gpumem/simtest"
 )
 
 func newSim(t testing.TB, capacity uint64, manual bool) (*sim.GPU, [4]gpumem.Stream) {
 	t.Helper()
-	g, err := sim.New(sim.Config{Devices: []sim.DeviceConfig{{Capacity: capacity}}, Manual: manual, NoStacks: !testing.Verbose()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := simtest.New(t, sim.Config{Devices: []sim.DeviceConfig{{Capacity: capacity}}, Manual: manual, NoStacks: !testing.Verbose()})
 	var ss [4]gpumem.Stream
 	for i := range ss {
 		s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
@@ -198,10 +196,7 @@ func TestExpandableSim(t *testing.T) {
 
 	g2, ss2 := newSim(t, 1<<30, false)
 	_ = g2
-	gNo, err := sim.New(sim.Config{Devices: []sim.DeviceConfig{{Capacity: 1 << 30, NoVMM: true}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	gNo := simtest.New(t, sim.Config{Devices: []sim.DeviceConfig{{Capacity: 1 << 30, NoVMM: true}}})
 	var msgs int
 	b, _ := New(gNo, Options{ExpandableSegments: true, Logf: func(string, ...any) { msgs++ }})
 	if on, why := b.ExpandableActive(); on || msgs != 1 {

@@ -13,6 +13,7 @@ import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/deferrable"
 	"github.com/gpumem/gpumem/sim"
+	"github.com/gpumem/gpumem/simtest"
 )
 
 const mib = 1 << 20
@@ -23,10 +24,7 @@ var long = flag.Bool("gpumem.long", false, "run the deferrable workload at a lar
 // nothing leaked and no violation was seen.
 func newSim(t testing.TB, capacity uint64, manual bool) *sim.GPU {
 	t.Helper()
-	g, err := sim.New(sim.Config{Devices: []sim.DeviceConfig{{Capacity: capacity}}, Manual: manual})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := simtest.New(t, sim.Config{Devices: []sim.DeviceConfig{{Capacity: capacity}}, Manual: manual})
 	t.Cleanup(func() {
 		if v := g.Violations(); len(v) > 0 {
 			t.Errorf("violations: %v", v)

@@ -7,6 +7,7 @@ import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/caching"
 	"github.com/gpumem/gpumem/sim"
+	"github.com/gpumem/gpumem/simtest"
 )
 
 // adviceCall is one Advise call seen by the recorder.
@@ -114,16 +115,8 @@ func (r *recorder) calls(p gpumem.Ptr, size uint64, advice gpumem.Advice) []advi
 func newRecorder(t testing.TB, cfg sim.Config) *recorder {
 	t.Helper()
 	cfg.NoStacks = false
-	g, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if l := g.Leaks(); len(l) > 0 {
-			t.Errorf("leaks after Close: %v", l)
-		}
-		_ = g.Close()
-	})
+	g := simtest.New(t, cfg)
+	t.Cleanup(func() { _ = g.Close() })
 	return &recorder{GPU: g}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/config"
 	"github.com/gpumem/gpumem/sim"
+	"github.com/gpumem/gpumem/simtest"
 )
 
 const mib = 1 << 20
@@ -22,7 +23,7 @@ var (
 )
 
 func TestEnableSwitch(t *testing.T) {
-	g := sim.NewDefault()
+	g := simtest.New(t, sim.Config{})
 	defer g.Close()
 	defer Enable(false)
 	t.Setenv(EnvEnable, "")
@@ -508,7 +509,7 @@ func TestBadInput(t *testing.T) {
 	if _, err := New(r, Options{Force: true, CoarseGrain: true}); !errors.Is(err, gpumem.ErrNotSupported) {
 		t.Errorf("coarse grain on CUDA semantics: %v", err)
 	}
-	g, _ := sim.New(sim.Config{Devices: []sim.DeviceConfig{{NoManaged: true}}})
+	g := simtest.New(t, sim.Config{Devices: []sim.DeviceConfig{{NoManaged: true}}})
 	defer g.Close()
 	if _, err := New(g, Options{Force: true}); !errors.Is(err, gpumem.ErrNotSupported) {
 		t.Errorf("device without managed memory: %v", err)
