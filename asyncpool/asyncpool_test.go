@@ -32,20 +32,6 @@ func newRig(t *testing.T, cfg sim.Config, opts asyncpool.Options, streams int) *
 	return rigOn(t, nil, cfg, opts, streams)
 }
 
-// newUntrackedRig builds a rig whose simulator is not checked for leaks,
-// for tests that leave objects behind on purpose.
-func newUntrackedRig(t *testing.T, cfg sim.Config, opts asyncpool.Options, streams int) *rig {
-	t.Helper()
-	if len(cfg.Devices) == 0 {
-		cfg.Devices = []sim.DeviceConfig{{Name: "sim0", Capacity: 8 * gib}}
-	}
-	g, err := sim.New(cfg)
-	if err != nil {
-		t.Fatalf("sim.New: %v", err)
-	}
-	return rigOn(t, g, cfg, opts, streams)
-}
-
 func rigOn(t *testing.T, g *sim.GPU, cfg sim.Config, opts asyncpool.Options, streams int) *rig {
 	t.Helper()
 	if len(cfg.Devices) == 0 {

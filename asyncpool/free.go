@@ -361,8 +361,13 @@ func (d *device) close() error {
 		errs = append(errs, err)
 	}
 	if d.hasStream {
+		// A failed destroy is tried once more before the handle is given
+		// up, so a transient failure leaves nothing behind.
 		if err := d.b.StreamDestroy(d.freeStream); err != nil {
 			errs = append(errs, fmt.Errorf("asyncpool: destroying device %d's free stream: %w", d.id, err))
+			if err := d.b.StreamDestroy(d.freeStream); err != nil {
+				errs = append(errs, fmt.Errorf("asyncpool: destroying device %d's free stream, second try: %w", d.id, err))
+			}
 		}
 		d.hasStream = false
 	}
@@ -371,6 +376,9 @@ func (d *device) close() error {
 	for _, ev := range d.events {
 		if err := d.b.EventDestroy(ev); err != nil {
 			errs = append(errs, fmt.Errorf("asyncpool: destroying an event: %w", err))
+			if err := d.b.EventDestroy(ev); err != nil {
+				errs = append(errs, fmt.Errorf("asyncpool: destroying an event, second try: %w", err))
+			}
 		}
 	}
 	d.events = nil
