@@ -178,6 +178,17 @@ type family struct {
 
 var pools = [3]string{gpumem.StatAll: "all", gpumem.StatSmall: "small", gpumem.StatLarge: "large"}
 
+// poolLabels[p][k] are the pool and stat labels of pool p and statistic k
+// (current, peak, allocated, freed), built once.
+var poolLabels = func() (l [3][4]string) {
+	for p, pool := range pools {
+		for k, stat := range [4]string{"current", "peak", "allocated", "freed"} {
+			l[p][k] = `pool="` + pool + `",stat="` + stat + `"`
+		}
+	}
+	return l
+}()
+
 // statFamilies returns the two families of one StatArray: its gauges
 // (current, peak) and its counters (allocated, freed).
 func statFamilies(name, what string, get func(*gpumem.MemoryStats) *gpumem.StatArray) []family {
@@ -188,9 +199,9 @@ func statFamilies(name, what string, get func(*gpumem.MemoryStats) *gpumem.StatA
 			help: what + ": current value and peak since the last reset, by pool.",
 			values: func(st *gpumem.MemoryStats, emit func(string, float64)) {
 				a := get(st)
-				for p, pool := range pools {
-					emit(`pool="`+pool+`",stat="current"`, float64(a[p].Current))
-					emit(`pool="`+pool+`",stat="peak"`, float64(a[p].Peak))
+				for p := range pools {
+					emit(poolLabels[p][0], float64(a[p].Current))
+					emit(poolLabels[p][1], float64(a[p].Peak))
 				}
 			},
 		},
@@ -200,9 +211,9 @@ func statFamilies(name, what string, get func(*gpumem.MemoryStats) *gpumem.StatA
 			help: what + ": total increments (stat=allocated) and decrements (stat=freed), by pool.",
 			values: func(st *gpumem.MemoryStats, emit func(string, float64)) {
 				a := get(st)
-				for p, pool := range pools {
-					emit(`pool="`+pool+`",stat="allocated"`, float64(a[p].Allocated))
-					emit(`pool="`+pool+`",stat="freed"`, float64(a[p].Freed))
+				for p := range pools {
+					emit(poolLabels[p][2], float64(a[p].Allocated))
+					emit(poolLabels[p][3], float64(a[p].Freed))
 				}
 			},
 		},

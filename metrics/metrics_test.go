@@ -497,11 +497,6 @@ func TestConcurrent(t *testing.T) {
 	go func() {
 		defer readers.Done()
 		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
 			var buf bytes.Buffer
 			if err := r.WritePrometheus(&buf); err != nil {
 				errs <- err
@@ -511,19 +506,20 @@ func TestConcurrent(t *testing.T) {
 				errs <- err
 				return
 			}
+			if stopped(stop) {
+				return
+			}
 		}
 	}()
 	go func() {
 		defer readers.Done()
 		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
 			var m map[string]any
 			if err := json.Unmarshal([]byte(expvar.Get("gpumem_test_concurrent").String()), &m); err != nil {
 				errs <- err
+				return
+			}
+			if stopped(stop) {
 				return
 			}
 		}
@@ -531,14 +527,12 @@ func TestConcurrent(t *testing.T) {
 	go func() {
 		defer readers.Done()
 		for k := 0; ; k++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
 			n := fmt.Sprintf("extra%d", k%3)
 			_ = r.Add(n, c, []int{0})
 			r.Remove(n)
+			if stopped(stop) {
+				return
+			}
 		}
 	}()
 	workers.Wait()
@@ -553,5 +547,15 @@ func TestConcurrent(t *testing.T) {
 	}
 	if err := g.Drain(); err != nil {
 		t.Error(err)
+	}
+}
+
+// stopped reports whether stop is closed.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
 	}
 }
