@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/asyncpool"
 	"github.com/gpumem/gpumem/caching"
+	"github.com/gpumem/gpumem/managed"
 	"github.com/gpumem/gpumem/metrics"
 	"github.com/gpumem/gpumem/sim"
 )
@@ -46,3 +48,10 @@ func BenchmarkWritePrometheus(b *testing.B) {
 		}
 	}
 }
+
+// Every allocator of the project is a Source.
+var (
+	_ metrics.Source = (*caching.Allocator)(nil)
+	_ metrics.Source = (*asyncpool.Allocator)(nil)
+	_ metrics.Source = (*managed.Allocator)(nil)
+)

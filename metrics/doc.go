@@ -76,8 +76,8 @@
 //	(beyond PyTorch)      gpumem_cross_stream_reuses_total (counter)
 //	                      free blocks reused on another stream after a wait
 //
-// Names returns this list in the order of the exposition. Gauges that an
-// allocator has no use for (an asyncpool allocator has no small pool) read 0.
+// Names returns this list in the order of the exposition. Statistics that an
+// allocator does not keep read 0.
 // ResetPeakStats on an allocator lowers the peak gauges; the counters never
 // decrease while the allocator lives.
 package metrics
