@@ -303,22 +303,35 @@ func (b *Backend) badDevice(dev int) error {
 }
 
 // call runs op on device dev: the device is made current and op called in
-// one transition into C. It allocates nothing.
+// one transition into C. It allocates nothing when op succeeds.
 func (b *Backend) call(dev int, op symtab.Op, a1, a2, a3, a4, a5, a6 uintptr) error {
+	r, preFailed, err := b.invoke(dev, op, a1, a2, a3, a4, a5, a6)
+	if err != nil || int32(r) == 0 {
+		return err
+	}
+	return b.failed(op, r, preFailed)
+}
+
+// invoke is call without the translation of a failed status: r is the raw
+// status, of the make-current function when preFailed. err is set only when
+// nothing was called.
+func (b *Backend) invoke(dev int, op symtab.Op, a1, a2, a3, a4, a5, a6 uintptr) (r uintptr, preFailed bool, err error) {
 	if b.closed.Load() {
-		return b.closedErr()
+		return 0, false, b.closedErr()
 	}
 	if uint(dev) >= uint(b.nDev) {
-		return b.badDevice(dev)
+		return 0, false, b.badDevice(dev)
 	}
 	fn := b.fns[op]
 	if fn == 0 {
-		return b.notSupported(op)
+		return 0, false, b.notSupported(op)
 	}
-	r, preFailed := ccall.CallPre6(b.pre, b.cur[dev], fn, a1, a2, a3, a4, a5, a6)
-	if int32(r) == 0 {
-		return nil
-	}
+	r, preFailed = ccall.CallPre6(b.pre, b.cur[dev], fn, a1, a2, a3, a4, a5, a6)
+	return r, preFailed, nil
+}
+
+// failed turns the non-zero status r of invoke into an error.
+func (b *Backend) failed(op symtab.Op, r uintptr, preFailed bool) error {
 	if preFailed {
 		return b.Status(symtab.SetCurrent, r)
 	}
@@ -707,16 +720,20 @@ func (b *Backend) StreamSynchronize(s gpumem.Stream) error {
 	return b.call(s.Device, symtab.StreamSynchronize, s.Handle, 0, 0, 0, 0, 0)
 }
 
+// query asks op whether the work behind h is done. Not ready is an answer,
+// not an error, and is told from the raw status so that polling allocates
+// nothing.
 func (b *Backend) query(dev int, op symtab.Op, h uintptr) (bool, error) {
-	err := b.call(dev, op, h, 0, 0, 0, 0, 0)
-	if err == nil {
+	r, preFailed, err := b.invoke(dev, op, h, 0, 0, 0, 0, 0)
+	switch {
+	case err != nil:
+		return false, err
+	case int32(r) == 0:
 		return true, nil
-	}
-	var ve *gpumem.Error
-	if errors.As(err, &ve) && ve.Code == StatusNotReady {
+	case !preFailed && int32(r) == StatusNotReady:
 		return false, nil
 	}
-	return false, err
+	return false, b.failed(op, r, preFailed)
 }
 
 // StreamQuery reports whether s has completed its work.
