@@ -35,17 +35,10 @@ func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) 
 		if err := d.b.MemPoolTrimTo(d.pool, 0); err != nil {
 			extra = append(extra, fmt.Errorf("asyncpool: trimming device %d's pool: %w", d.id, err))
 		}
-		p, err := d.tryMalloc(size, s)
-		if err == nil && p != 0 {
-			return p, nil
-		}
-		if err != nil {
-			if !errors.Is(err, gpumem.ErrOutOfMemory) {
-				return 0, fmt.Errorf("asyncpool: allocating %d bytes on %v: %w", size, s, err)
-			}
-			cause = err
-		} else {
-			cause = nil
+		var p gpumem.Ptr
+		var err error
+		if p, cause, err = d.retryMalloc(size, s); p != 0 || err != nil {
+			return p, err
 		}
 	}
 	for attempt := 0; attempt < maxOOMHandlerAttempts; attempt++ {
@@ -53,17 +46,10 @@ func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) 
 		if h == nil || !(*h)(d.id, size, attempt) {
 			break
 		}
-		p, err := d.tryMalloc(size, s)
-		if err == nil && p != 0 {
-			return p, nil
-		}
-		if err != nil {
-			if !errors.Is(err, gpumem.ErrOutOfMemory) {
-				return 0, fmt.Errorf("asyncpool: allocating %d bytes on %v: %w", size, s, err)
-			}
-			cause = err
-		} else {
-			cause = nil
+		var p gpumem.Ptr
+		var err error
+		if p, cause, err = d.retryMalloc(size, s); p != 0 || err != nil {
+			return p, err
 		}
 	}
 	e := d.oomError(size, capturing, errors.Join(append([]error{cause}, extra...)...))
@@ -77,6 +63,20 @@ func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) 
 		}
 	}
 	return 0, e
+}
+
+// retryMalloc tries the allocation once more. It returns the memory, or
+// the out-of-memory cause to report (nil when the memory-fraction cap
+// refused), or an error that ends the allocation.
+func (d *device) retryMalloc(size uint64, s gpumem.Stream) (p gpumem.Ptr, cause, err error) {
+	p, err = d.tryMalloc(size, s)
+	switch {
+	case err == nil:
+		return p, nil, nil
+	case errors.Is(err, gpumem.ErrOutOfMemory):
+		return 0, err, nil
+	}
+	return 0, nil, fmt.Errorf("asyncpool: allocating %d bytes on %v: %w", size, s, err)
 }
 
 // oomError describes the failure as PyTorch does. Largest is the pool's
