@@ -223,9 +223,6 @@ func (b *Backend) SetFn(op symtab.Op, addr uintptr) {
 	}
 }
 
-// Lib returns the loaded library.
-func (b *Backend) Lib() Library { return b.lib }
-
 // SetDevices records the device count, the make-current function and, per
 // device, its argument and vendor handle.
 func (b *Backend) SetDevices(pre uintptr, cur []uintptr, handles []int32) {
@@ -237,9 +234,6 @@ func (b *Backend) NumDevices() int { return b.nDev }
 
 // Handle returns device i's vendor handle.
 func (b *Backend) Handle(i int) int32 { return b.handle[i] }
-
-// DeviceArgs returns each device's make-current argument.
-func (b *Backend) DeviceArgs() []uintptr { return b.cur }
 
 // Status turns a status code of op into an error (nil for 0).
 func (b *Backend) Status(op symtab.Op, code uintptr) error {
@@ -396,9 +390,6 @@ func (b *Backend) Close() error {
 	}
 	return nil
 }
-
-// Closed reports whether Close was called.
-func (b *Backend) Closed() bool { return b.closed.Load() }
 
 // --- devices ---------------------------------------------------------------
 
