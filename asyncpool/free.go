@@ -266,6 +266,24 @@ func (d *device) freeInCapture(p gpumem.Ptr, rec record, s gpumem.Stream, ci gpu
 	return nil
 }
 
+// settleGraphs does the graph work left for later before the device is
+// waited for: it hands their user objects to graphs whose capture has ended,
+// processes destroyed graphs and frees what they released.
+func (d *device) settleGraphs() error {
+	if d.unheld.Load() > 0 {
+		d.retainLater()
+	}
+	d.processReleased()
+	return d.flushGraphFrees()
+}
+
+// syncFree waits for the frees queued on the free stream.
+func (d *device) syncFree() error {
+	d.freeMu.Lock()
+	defer d.freeMu.Unlock()
+	return d.syncFreeLocked()
+}
+
 // trim waits for the device, frees what destroyed graphs released, and
 // returns the pool's unused memory to the device.
 func (d *device) trim() error {
@@ -282,20 +300,13 @@ func (d *device) trim() error {
 		return fmt.Errorf("asyncpool: trimming device %d: %w: %w", d.id, ErrCaptureActive, gpumem.ErrInvalidValue)
 	}
 	var errs []error
-	if d.unheld.Load() > 0 {
-		d.retainLater()
-	}
-	d.processReleased()
-	if err := d.flushGraphFrees(); err != nil {
+	if err := d.settleGraphs(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := d.b.DeviceSynchronize(d.id); err != nil {
 		return errors.Join(append(errs, fmt.Errorf("asyncpool: synchronizing device %d: %w", d.id, err))...)
 	}
-	d.freeMu.Lock()
-	err = d.syncFreeLocked()
-	d.freeMu.Unlock()
-	if err != nil {
+	if err := d.syncFree(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := d.b.MemPoolTrimTo(d.pool, 0); err != nil {
@@ -311,11 +322,7 @@ func (d *device) close() error {
 	defer d.life.Unlock()
 	d.closed = true
 	var errs []error
-	if d.unheld.Load() > 0 {
-		d.retainLater()
-	}
-	d.processReleased()
-	if err := d.flushGraphFrees(); err != nil {
+	if err := d.settleGraphs(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := d.b.DeviceSynchronize(d.id); err != nil {

@@ -342,10 +342,7 @@ func (a *Allocator) BeginCapture(s gpumem.Stream, mode gpumem.CaptureMode) error
 	}
 	d.processReleased()
 	_ = d.flushGraphFrees() // kept for later on failure
-	d.freeMu.Lock()
-	err = d.syncFreeLocked()
-	d.freeMu.Unlock()
-	if err != nil {
+	if err := d.syncFree(); err != nil {
 		return err
 	}
 	if err := a.b.StreamBeginCapture(s, mode); err != nil {

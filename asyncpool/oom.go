@@ -17,21 +17,15 @@ func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) 
 		d.mu.Lock()
 		d.stats.NumAllocRetries++
 		d.mu.Unlock()
-		if d.unheld.Load() > 0 {
-			d.retainLater()
-		}
-		d.processReleased()
-		if err := d.flushGraphFrees(); err != nil {
+		if err := d.settleGraphs(); err != nil {
 			extra = append(extra, err)
 		}
 		if err := d.b.DeviceSynchronize(d.id); err != nil {
 			extra = append(extra, fmt.Errorf("asyncpool: synchronizing device %d: %w", d.id, err))
 		}
-		d.freeMu.Lock()
-		if err := d.syncFreeLocked(); err != nil {
+		if err := d.syncFree(); err != nil {
 			extra = append(extra, err)
 		}
-		d.freeMu.Unlock()
 		if err := d.b.MemPoolTrimTo(d.pool, 0); err != nil {
 			extra = append(extra, fmt.Errorf("asyncpool: trimming device %d's pool: %w", d.id, err))
 		}
