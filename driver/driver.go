@@ -105,18 +105,7 @@ var dialect = vendor.Dialect{
 	},
 }
 
-func driverVersion(b *vendor.Backend) (int, error) {
-	v := new(int32)
-	r, err := b.Raw(symtab.DriverGetVersion, uintptr(unsafe.Pointer(v)))
-	runtime.KeepAlive(v)
-	if err != nil {
-		return 0, err
-	}
-	if err := b.Status(symtab.DriverGetVersion, r); err != nil {
-		return 0, err
-	}
-	return int(*v), nil
-}
+func driverVersion(b *vendor.Backend) (int, error) { return b.Int32(symtab.DriverGetVersion) }
 
 func start(b *vendor.Backend) error {
 	r, err := b.Raw(symtab.Init, 0)
@@ -133,17 +122,15 @@ func start(b *vendor.Backend) error {
 	b.DriverVersion, b.RuntimeVersion = v, v
 	refine(b)
 
-	n := new(int32)
-	r, _ = b.Raw(symtab.DeviceGetCount, uintptr(unsafe.Pointer(n)))
-	runtime.KeepAlive(n)
-	if err := b.Status(symtab.DeviceGetCount, r); err != nil {
+	n, err := b.Int32(symtab.DeviceGetCount)
+	if err != nil {
 		return err
 	}
-	if *n <= 0 {
+	if n <= 0 {
 		return fmt.Errorf("cuDeviceGetCount reports no device: %w", gpumem.ErrNoDevice)
 	}
-	ctxs := make([]uintptr, *n)
-	handles := make([]int32, *n)
+	ctxs := make([]uintptr, n)
+	handles := make([]int32, n)
 	release := func(upTo int) {
 		for i := 0; i < upTo; i++ {
 			b.Raw(symtab.PrimaryCtxRelease, uintptr(handles[i]))

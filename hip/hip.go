@@ -26,7 +26,6 @@ package hip
 
 import (
 	"fmt"
-	"runtime"
 	"unsafe"
 
 	"github.com/gpumem/gpumem"
@@ -62,7 +61,7 @@ func open(load vendor.Loader, library string) (gpumem.Backend, error) {
 // "5.2.21153".
 func Symbols(library string) (gpumem.SymbolReport, error) {
 	return vendor.Report(&dialect, vendor.DL, library, func(b *vendor.Backend) string {
-		v, err := getVersion(b, symtab.RuntimeGetVersion)
+		v, err := b.Int32(symtab.RuntimeGetVersion)
 		if err != nil {
 			return ""
 		}
@@ -99,26 +98,13 @@ var dialect = vendor.Dialect{
 	WriteAllocProp: writeAllocProp,
 	PoolMaxSize:    func(b *vendor.Backend) bool { return b.RuntimeVersion >= hip6 },
 	Versions: func(b *vendor.Backend) (gpumem.Version, error) {
-		d, err := getVersion(b, symtab.DriverGetVersion)
+		d, err := b.Int32(symtab.DriverGetVersion)
 		if err != nil {
 			return gpumem.Version{}, err
 		}
-		r, err := getVersion(b, symtab.RuntimeGetVersion)
+		r, err := b.Int32(symtab.RuntimeGetVersion)
 		return gpumem.Version{Driver: d, Runtime: r}, err
 	},
-}
-
-func getVersion(b *vendor.Backend, op symtab.Op) (int, error) {
-	v := new(int32)
-	r, err := b.Raw(op, uintptr(unsafe.Pointer(v)))
-	runtime.KeepAlive(v)
-	if err != nil {
-		return 0, err
-	}
-	if err := b.Status(op, r); err != nil {
-		return 0, err
-	}
-	return int(*v), nil
 }
 
 func start(b *vendor.Backend) error {
@@ -130,29 +116,27 @@ func start(b *vendor.Backend) error {
 	// while hipGetDeviceCount says hipErrorNoDevice (100): ask the count
 	// before judging the init status.
 	initErr := b.Status(symtab.Init, r)
-	n := new(int32)
-	r, _ = b.Raw(symtab.DeviceGetCount, uintptr(unsafe.Pointer(n)))
-	runtime.KeepAlive(n)
-	if err := b.Status(symtab.DeviceGetCount, r); err != nil {
+	n, err := b.Int32(symtab.DeviceGetCount)
+	if err != nil {
 		if initErr != nil {
 			return fmt.Errorf("%w (after %v)", err, initErr)
 		}
 		return err
 	}
-	if *n <= 0 {
+	if n <= 0 {
 		return fmt.Errorf("hipGetDeviceCount reports no device: %w", gpumem.ErrNoDevice)
 	}
 	if initErr != nil {
 		return initErr
 	}
-	if v, err := getVersion(b, symtab.RuntimeGetVersion); err == nil {
+	if v, err := b.Int32(symtab.RuntimeGetVersion); err == nil {
 		b.RuntimeVersion = v
 	}
-	if v, err := getVersion(b, symtab.DriverGetVersion); err == nil {
+	if v, err := b.Int32(symtab.DriverGetVersion); err == nil {
 		b.DriverVersion = v
 	}
-	cur := make([]uintptr, *n)
-	handles := make([]int32, *n)
+	cur := make([]uintptr, n)
+	handles := make([]int32, n)
 	for i := range cur {
 		cur[i], handles[i] = uintptr(i), int32(i)
 	}

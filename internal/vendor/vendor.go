@@ -3,6 +3,7 @@ package vendor
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -278,6 +279,21 @@ func (b *Backend) Raw(op symtab.Op, a ...uintptr) (uintptr, error) {
 		r = ccall.Call6(fn, a[0], a[1], a[2], a[3], a[4], a[5])
 	}
 	return r, nil
+}
+
+// Int32 calls op, a device-less function whose only argument is an int32
+// out-parameter (version and device-count queries), and returns the value.
+func (b *Backend) Int32(op symtab.Op) (int, error) {
+	v := new(int32)
+	r, err := b.Raw(op, uintptr(unsafe.Pointer(v)))
+	runtime.KeepAlive(v)
+	if err != nil {
+		return 0, err
+	}
+	if err := b.Status(op, r); err != nil {
+		return 0, err
+	}
+	return int(*v), nil
 }
 
 func (b *Backend) notSupported(op symtab.Op) error {
