@@ -21,11 +21,18 @@ var (
 // defaultSimCapacity is an H200's memory.
 const defaultSimCapacity = 140 << 30
 
-// openBackend opens the named backend ("" means GPUMEM_BACKEND, else auto).
-func openBackend(name, library string, simDevices int, simCapacity uint64) (gpumem.Backend, error) {
+// backendName is the backend a command asked for: name, else GPUMEM_BACKEND
+// (read as gpumem.Open reads it), else "" for auto.
+func backendName(name string) string {
 	if name == "" {
 		name = strings.ToLower(strings.TrimSpace(os.Getenv("GPUMEM_BACKEND")))
 	}
+	return name
+}
+
+// openBackend opens the named backend ("" means GPUMEM_BACKEND, else auto).
+func openBackend(name, library string, simDevices int, simCapacity uint64) (gpumem.Backend, error) {
+	name = backendName(name)
 	if name == "sim" {
 		if library != "" {
 			return nil, usagef("--library does not apply to the simulator")

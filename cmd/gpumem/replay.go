@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -235,9 +234,7 @@ func loadTraces(files []string, stderr io.Writer) ([]*trace.Trace, error) {
 // openReplayBackend opens the backend; with auto, a real GPU if one opens,
 // else the simulator, saying so on stderr.
 func openReplayBackend(name string, simDevices int, simCap uint64, stderr io.Writer) (gpumem.Backend, error) {
-	if name == "" {
-		name = os.Getenv("GPUMEM_BACKEND")
-	}
+	name = backendName(name)
 	if name == "" || name == "auto" {
 		b, err := gpumem.Open(gpumem.Options{Backend: "auto"})
 		if err == nil {
