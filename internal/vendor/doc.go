@@ -28,6 +28,14 @@
 // naming the symbol and the library. The library is loaded behind a
 // three-method seam (Library) that tests replace.
 //
+// # Callbacks
+//
+// Host functions and user-object destructors all go through the process's
+// single C-callable dispatcher (internal/callback; purego callbacks are
+// limited in number and never freed): fn is registered under an id that the
+// runtime passes back as userData, and runs once, or at every launch of a
+// graph it was captured into.
+//
 // # Errors
 //
 // A non-zero status becomes a *gpumem.Error with the backend, the symbol, the

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/callback"
 	"github.com/gpumem/gpumem/internal/ccall"
 	"github.com/gpumem/gpumem/internal/dl"
 	"github.com/gpumem/gpumem/internal/symtab"
@@ -819,20 +820,16 @@ func (b *Backend) LaunchHostFunc(s gpumem.Stream, fn func()) error {
 	if err != nil && !errors.Is(err, gpumem.ErrNotSupported) {
 		return err
 	}
-	if info.Status != gpumem.CaptureActive {
-		id := registerCallback(fn)
-		if err := b.call(s.Device, symtab.LaunchHostFunc, s.Handle, callbackPointer(), id, 0, 0, 0); err != nil {
-			unregisterCallback(id)
-			return err
-		}
-		return nil
-	}
-	id := registerPersistentCallback(fn)
-	if err := b.call(s.Device, symtab.LaunchHostFunc, s.Handle, callbackPointer(), id, 0, 0, 0); err != nil {
-		unregisterCallback(id)
+	once := info.Status != gpumem.CaptureActive
+	id := callback.Register(fn, once)
+	if err := b.call(s.Device, symtab.LaunchHostFunc, s.Handle, callback.Pointer(), id, 0, 0, 0); err != nil {
+		callback.Unregister(id)
 		return err
 	}
-	o, err := b.UserObjectCreate(s.Device, func() { unregisterCallback(id) })
+	if once {
+		return nil
+	}
+	o, err := b.UserObjectCreate(s.Device, func() { callback.Unregister(id) })
 	if err != nil {
 		if errors.Is(err, gpumem.ErrNotSupported) {
 			// No user objects (HIP before 6): the registration stays for
@@ -1128,11 +1125,11 @@ func (b *Backend) UserObjectCreate(dev int, fn func()) (gpumem.UserObject, error
 	if b.fns[symtab.UserObjectCreate] == 0 {
 		return gpumem.UserObject{}, b.notSupported(symtab.UserObjectCreate)
 	}
-	id := registerCallback(fn)
+	id := callback.Register(fn, true)
 	c := getCell()
 	defer putCell(c)
-	if err := b.call(dev, symtab.UserObjectCreate, c.addr(0), id, callbackPointer(), 1, UserObjectNoDestructSync, 0); err != nil {
-		unregisterCallback(id)
+	if err := b.call(dev, symtab.UserObjectCreate, c.addr(0), id, callback.Pointer(), 1, UserObjectNoDestructSync, 0); err != nil {
+		callback.Unregister(id)
 		return gpumem.UserObject{}, err
 	}
 	return gpumem.UserObject{Handle: uintptr(c[0]), Device: dev}, nil
