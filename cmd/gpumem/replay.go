@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,7 +73,8 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 
 	// Which allocators: --allocator, else the conf's backend key, else every
 	// one linked in (skipping those the conf does not apply to).
-	names := replay.Allocators()
+	available := replay.Allocators()
+	names := available
 	every := *allocator == "" && conf.Backend == ""
 	switch {
 	case *allocator != "":
@@ -84,8 +86,8 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, replayUsage, fmt.Errorf("gpumem: no allocator is linked into this build"))
 	}
 	for _, n := range names {
-		if !contains(replay.Allocators(), n) {
-			return fail(stderr, replayUsage, usagef("unknown allocator %q (available: %v)", n, replay.Allocators()))
+		if !slices.Contains(available, n) {
+			return fail(stderr, replayUsage, usagef("unknown allocator %q (available: %v)", n, available))
 		}
 	}
 
@@ -197,15 +199,6 @@ func isSet(fs *flag.FlagSet, name string) bool {
 		}
 	})
 	return set
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // loadTraces reads the named traces, or the bundled demo trace when none is
