@@ -75,8 +75,6 @@ func Open(opts Options) (Backend, error) {
 				return b, nil
 			}
 			errs = append(errs, err)
-			// A library that loaded but found no device is the answer for
-			// this machine unless the other vendor has one.
 		}
 		return nil, &OpenError{Tried: errs}
 	case "cuda", "hip", "sim":
