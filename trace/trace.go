@@ -88,11 +88,7 @@ func ReadFile(path string) (*Trace, error) {
 		return nil, fmt.Errorf("gpumem: trace: %w", err)
 	}
 	defer f.Close()
-	t, err := read(f, NameOf(path))
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
+	return read(f, NameOf(path))
 }
 
 // NameOf returns the short name of a trace file: its base name without
@@ -120,7 +116,7 @@ func read(r io.Reader, name string) (*Trace, error) {
 		br = bufio.NewReaderSize(zr, 1<<16)
 	}
 	t := &Trace{Name: name}
-	live := map[uint64]bool{} // true: live; false: freed
+	live := idStates{}
 	lineNo := 0
 	for {
 		line, err := br.ReadSlice('\n')
@@ -134,20 +130,8 @@ func read(r io.Reader, name string) (*Trace, error) {
 				return nil, &ParseError{Name: name, Line: lineNo, Text: short(line), Reason: reason}
 			}
 			if !skip {
-				if ev.Alloc {
-					if _, seen := live[ev.ID]; seen {
-						return nil, &ParseError{Name: name, Line: lineNo, Text: short(line), Reason: fmt.Sprintf("duplicate allocation ID %d", ev.ID)}
-					}
-					live[ev.ID] = true
-				} else {
-					state, seen := live[ev.ID]
-					if !seen {
-						return nil, &ParseError{Name: name, Line: lineNo, Text: short(line), Reason: fmt.Sprintf("free of unknown ID %d", ev.ID)}
-					}
-					if !state {
-						return nil, &ParseError{Name: name, Line: lineNo, Text: short(line), Reason: fmt.Sprintf("free of ID %d that was already freed", ev.ID)}
-					}
-					live[ev.ID] = false
+				if reason := live.track(ev); reason != "" {
+					return nil, &ParseError{Name: name, Line: lineNo, Text: short(line), Reason: reason}
 				}
 				t.Events = append(t.Events, ev)
 			}
@@ -314,34 +298,42 @@ func (t *Trace) Stats() Stats {
 
 // Validate checks a trace built in memory by the rules Read applies.
 func (t *Trace) Validate() error {
-	live := map[uint64]bool{}
+	live := idStates{}
 	for i, e := range t.Events {
-		fail := func(reason string) error {
+		var reason string
+		switch {
+		case e.Stream < 0 || e.Stream > MaxStream:
+			reason = fmt.Sprintf("bad stream %d", e.Stream)
+		case e.Alloc && e.Size == 0:
+			reason = "size 0"
+		default:
+			reason = live.track(e)
+		}
+		if reason != "" {
 			return &ParseError{Name: t.Name, Line: i + 1, Text: e.String(), Reason: reason}
 		}
-		if e.Stream < 0 || e.Stream > MaxStream {
-			return fail(fmt.Sprintf("bad stream %d", e.Stream))
-		}
-		if e.Alloc {
-			if e.Size == 0 {
-				return fail("size 0")
-			}
-			if _, seen := live[e.ID]; seen {
-				return fail(fmt.Sprintf("duplicate allocation ID %d", e.ID))
-			}
-			live[e.ID] = true
-			continue
-		}
-		state, seen := live[e.ID]
-		if !seen {
-			return fail(fmt.Sprintf("free of unknown ID %d", e.ID))
-		}
-		if !state {
-			return fail(fmt.Sprintf("free of ID %d that was already freed", e.ID))
-		}
-		live[e.ID] = false
 	}
 	return nil
+}
+
+// idStates follows allocation IDs through a trace: true while live, false
+// once freed.
+type idStates map[uint64]bool
+
+// track applies e, or returns why a trace cannot hold it: an allocation's ID
+// must be new, a free's ID live.
+func (m idStates) track(e Event) string {
+	state, seen := m[e.ID]
+	switch {
+	case e.Alloc && seen:
+		return fmt.Sprintf("duplicate allocation ID %d", e.ID)
+	case !e.Alloc && !seen:
+		return fmt.Sprintf("free of unknown ID %d", e.ID)
+	case !e.Alloc && !state:
+		return fmt.Sprintf("free of ID %d that was already freed", e.ID)
+	}
+	m[e.ID] = e.Alloc
+	return ""
 }
 
 // String formats the event as a trace line (without the newline).
