@@ -31,6 +31,7 @@ import (
 	"math"
 	"math/bits"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -436,15 +437,7 @@ func (c Conf) Equal(o Conf) bool {
 		(c.ReleaseThresholdMB != nil && *c.ReleaseThresholdMB != *o.ReleaseThresholdMB) {
 		return false
 	}
-	if len(c.RoundupPower2Divisions) != len(o.RoundupPower2Divisions) {
-		return false
-	}
-	for i, d := range c.RoundupPower2Divisions {
-		if d != o.RoundupPower2Divisions[i] {
-			return false
-		}
-	}
-	return true
+	return slices.Equal(c.RoundupPower2Divisions, o.RoundupPower2Divisions)
 }
 
 // String renders the configuration canonically: keys in the order of Keys,
