@@ -14,64 +14,56 @@ import (
 func (g *GPU) Leaks() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	type item struct {
-		order uint64
-		text  string
-	}
-	var items []item
-	add := func(order uint64, what string, st *stack) {
-		items = append(items, item{order, fmt.Sprintf("%s, created at:\n%s", what, st.String())})
+	out := []string{} // empty, not nil, when nothing leaked
+	add := func(what string, st *stack) {
+		out = append(out, fmt.Sprintf("%s, created at:\n%s", what, st.String()))
 	}
 	for _, o := range g.allocs {
 		if o.kind == objGraphAlloc && !o.owned {
 			continue
 		}
-		add(o.id, o.describe(), &o.stack)
+		add(o.describe(), &o.stack)
 	}
 	g.spans.each(func(o *object) bool {
 		if o.kind == objMapping {
-			add(o.id, o.describe(), &o.stack)
+			add(o.describe(), &o.stack)
 		}
 		return true
 	})
 	g.reserves.each(func(o *object) bool {
-		add(o.id, o.describe(), &o.stack)
+		add(o.describe(), &o.stack)
 		return true
 	})
 	g.tags.each(func(o *object) bool {
-		add(o.id, o.describe(), &o.stack)
+		add(o.describe(), &o.stack)
 		return true
 	})
 	for _, s := range g.streams {
-		add(uint64(s.h), fmt.Sprintf("stream %v", s.handle()), &s.stack)
+		add(fmt.Sprintf("stream %v", s.handle()), &s.stack)
 	}
 	for _, e := range g.events {
-		add(uint64(e.h), fmt.Sprintf("event(dev %d, %#x)", e.dev.ord, e.h), &e.stack)
+		add(fmt.Sprintf("event(dev %d, %#x)", e.dev.ord, e.h), &e.stack)
 	}
 	for _, p := range g.pools {
 		if !p.isDefault {
-			add(uint64(p.h), fmt.Sprintf("memory pool(dev %d, %#x) reserving %d bytes", p.dev.ord, p.h, p.reserved), &p.stack)
+			add(fmt.Sprintf("memory pool(dev %d, %#x) reserving %d bytes", p.dev.ord, p.h, p.reserved), &p.stack)
 		}
 	}
 	for _, gr := range g.graphs {
-		add(uint64(gr.h), fmt.Sprintf("graph(dev %d, %#x) of %d nodes", gr.dev.ord, gr.h, len(gr.nodes)), &gr.stack)
+		add(fmt.Sprintf("graph(dev %d, %#x) of %d nodes", gr.dev.ord, gr.h, len(gr.nodes)), &gr.stack)
 	}
 	for _, ge := range g.execs {
-		add(uint64(ge.h), fmt.Sprintf("executable graph(dev %d, %#x)", ge.gr.dev.ord, ge.h), &ge.stack)
+		add(fmt.Sprintf("executable graph(dev %d, %#x)", ge.gr.dev.ord, ge.h), &ge.stack)
 	}
 	for _, uo := range g.uobjs {
-		add(uint64(uo.h), fmt.Sprintf("user object(dev %d, %#x) with %d references", uo.dev, uo.h, uo.refs), &uo.stack)
+		add(fmt.Sprintf("user object(dev %d, %#x) with %d references", uo.dev, uo.h, uo.refs), &uo.stack)
 	}
 	for _, h := range g.handles {
-		add(h.id, fmt.Sprintf("physical allocation(dev %d, %#x) of %d bytes", h.dev.ord, h.id, h.size), &h.stack)
+		add(fmt.Sprintf("physical allocation(dev %d, %#x) of %d bytes", h.dev.ord, h.id, h.size), &h.stack)
 	}
 	for _, c := range g.captures {
-		add(c.id, fmt.Sprintf("capture %d on %v, never ended", c.id, c.origin.handle()), &c.graph.stack)
+		add(fmt.Sprintf("capture %d on %v, never ended", c.id, c.origin.handle()), &c.graph.stack)
 	}
-	sort.Slice(items, func(i, j int) bool { return items[i].text < items[j].text })
-	out := make([]string, len(items))
-	for i, it := range items {
-		out[i] = it.text
-	}
+	sort.Strings(out)
 	return out
 }
