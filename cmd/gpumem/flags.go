@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -39,6 +41,27 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// parseCommand parses a command's arguments with parseInterspersed. When ok
+// is false the command returns code at once: exitOK after -h, exitUsage after
+// a flag error (which the flag set has already reported).
+func parseCommand(fs *flag.FlagSet, args []string) (pos []string, code int, ok bool) {
+	pos, err := parseInterspersed(fs, args)
+	switch {
+	case errors.Is(err, errHelp):
+		return nil, exitOK, false
+	case err != nil:
+		return nil, exitUsage, false
+	}
+	return pos, exitOK, true
+}
+
+// printJSON writes v to w as indented JSON.
+func printJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
 }
 
 // bytesFlag is a byte count given as plain bytes or with a unit:

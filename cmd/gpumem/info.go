@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -44,12 +43,9 @@ func cmdInfo(args []string, stdout, stderr io.Writer) int {
 	library := fs.String("library", "", "vendor library file to load (default: GPUMEM_CUDA_LIBRARY / GPUMEM_HIP_LIBRARY, else the usual names)")
 	simDevices := fs.Int("sim-devices", 1, "number of simulated devices (with --backend sim)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, errHelp) {
-			return exitOK
-		}
-		return exitUsage
+	pos, code, ok := parseCommand(fs, args)
+	if !ok {
+		return code
 	}
 	if len(pos) > 0 {
 		return fail(stderr, infoUsage, usagef("info takes no arguments (got %q)", pos))
@@ -69,9 +65,7 @@ func cmdInfo(args []string, stdout, stderr io.Writer) int {
 		rep.Error = err.Error()
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(rep)
+		printJSON(stdout, rep)
 	} else {
 		printInfo(stdout, rep)
 	}

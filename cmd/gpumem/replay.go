@@ -37,12 +37,9 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	htmlOut := fs.String("html", "", "write a self-contained page with the memory timeline to `FILE`")
 	asJSON := fs.Bool("json", false, "print one JSON object per trace and allocator, one a line")
 	profile := fs.Bool("profile", false, "time every backend call the allocator makes in the replay loop: print calls, total and longest time per operation to stderr (and \"profile\" in --json)")
-	files, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, errHelp) {
-			return exitOK
-		}
-		return exitUsage
+	files, code, ok := parseCommand(fs, args)
+	if !ok {
+		return code
 	}
 	if err := checkBackendName(*backend); err != nil {
 		return fail(stderr, replayUsage, err)
@@ -55,7 +52,10 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	}
 
 	// The configuration: --conf, else the environment.
-	var conf config.Conf
+	var (
+		conf config.Conf
+		err  error
+	)
 	fromFlag := false
 	if isSet(fs, "conf") {
 		fromFlag = true

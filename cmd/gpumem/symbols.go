@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -18,12 +16,9 @@ func cmdSymbols(args []string, stdout, stderr io.Writer) int {
 	backend := fs.String("backend", "cuda", "vendor: cuda or hip")
 	library := fs.String("library", "", "library file to resolve against (default: the usual names)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, errHelp) {
-			return exitOK
-		}
-		return exitUsage
+	pos, code, ok := parseCommand(fs, args)
+	if !ok {
+		return code
 	}
 	if len(pos) > 0 {
 		return fail(stderr, symbolsUsage, usagef("symbols takes no arguments (got %q)", pos))
@@ -45,9 +40,7 @@ func cmdSymbols(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, symbolsUsage, err)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(rep)
+		printJSON(stdout, rep)
 	} else {
 		printSymbols(stdout, rep)
 	}
