@@ -133,15 +133,14 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 		return 0, err
 	}
 	capturing := ci.Status == gpumem.CaptureActive
-	if !capturing {
-		d.housekeep()
-		if err := d.throttle(s, size); err != nil {
-			return 0, err
-		}
-	}
 	var gs *graphState
 	if capturing {
 		if gs, err = d.graphFor(ci, s); err != nil {
+			return 0, err
+		}
+	} else {
+		d.housekeep()
+		if err := d.throttle(s, size); err != nil {
 			return 0, err
 		}
 	}
