@@ -145,6 +145,7 @@ type device struct {
 	histLen int
 
 	highWater uint64 // reserved bytes' high-water mark for release before growth (ResetPeakStats leaves it)
+	allocHigh uint64 // allocated bytes' high-water mark (ResetPeakStats leaves it)
 
 	gc       bool   // garbage collection on: count free-block searches
 	maxSplit uint64 // Options.MaxSplitSize
@@ -475,6 +476,9 @@ func (d *device) markAllocated(b *block, size uint64) gpumem.Ptr {
 	s := &d.stats
 	inc(&s.Allocation, st, 1)
 	inc(&s.AllocatedBytes, st, int64(b.size))
+	if a := uint64(s.AllocatedBytes[gpumem.StatAll].Current); a > d.allocHigh {
+		d.allocHigh = a
+	}
 	inc(&s.Active, st, 1)
 	inc(&s.ActiveBytes, st, int64(b.size))
 	inc(&s.RequestedBytes, st, int64(size))
@@ -582,8 +586,8 @@ func (d *device) newSegment(p *pool, segSize uint64, s gpumem.Stream) (*block, e
 		return nil, fmt.Errorf("caching: %s more would exceed the memory fraction's cap of %s: %w",
 			gpumem.FormatBytes(segSize), gpumem.FormatBytes(d.limit), gpumem.ErrOutOfMemory)
 	}
-	if d.a.opts.ReleaseBeforeGrow && reserved+segSize > d.highWater {
-		d.releaseForGrowth(reserved + segSize - d.highWater)
+	if bound := d.growthBound(segSize); d.a.opts.ReleaseBeforeGrow && reserved+segSize > bound {
+		d.releaseForGrowth(reserved + segSize - bound)
 	}
 	ptr, err := d.a.upstream.Alloc(d.id, segSize)
 	if err != nil {
@@ -1142,6 +1146,22 @@ func (d *device) record(action gpumem.HistoryAction, stream uintptr, addr gpumem
 	if d.histLen < len(d.history) {
 		d.histLen++
 	}
+}
+
+// growthBound is the reserved size up to which a new segment of segSize
+// is taken without releasing cached memory first: the reserved high-water
+// mark, or, with Options.GrowthSlack, that slack over the larger of the
+// allocated high-water mark and what would be allocated with this segment
+// wholly used, if more.
+func (d *device) growthBound(segSize uint64) uint64 {
+	bound := d.highWater
+	if f := d.a.opts.GrowthSlack; f > 0 {
+		a := max(d.allocHigh, uint64(d.stats.AllocatedBytes[gpumem.StatAll].Current)+segSize)
+		if b := uint64(float64(a) * (1 + f)); b > bound {
+			bound = b
+		}
+	}
+	return bound
 }
 
 // addReserved counts n more reserved bytes of pool kind st and raises the

@@ -60,7 +60,9 @@
 //     the longest (PyTorch's garbage_collect_cached_blocks).
 //  6. Ask for a new segment: 2 MiB for small requests, 20 MiB for requests
 //     under 10 MiB, else the request rounded to 2 MiB. With release before
-//     growth on and the segment raising the reserved high-water mark, first
+//     growth on and the segment raising reserved memory above both its
+//     high-water mark and GrowthSlack (default an eighth) over the larger of
+//     the allocated high-water mark and what would then be allocated, first
 //     free wholly free cached segments after one device synchronization:
 //     the smallest that covers what is still needed, else the largest,
 //     until the growth is covered. The memory fraction caps reserved memory.

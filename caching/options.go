@@ -86,6 +86,12 @@ type Options struct {
 	// would otherwise raise the reserved high-water mark. PyTorch frees cached
 	// memory only when the device is out of memory.
 	ReleaseBeforeGrow bool
+	// GrowthSlack, with ReleaseBeforeGrow, lets reserved memory grow without
+	// releasing cached memory while it stays within this fraction over the
+	// allocated high-water mark: fewer synchronizing frees, at a bounded
+	// cost in footprint. 0: release whenever reserved memory would pass its
+	// own high-water mark.
+	GrowthSlack float64
 	// HistorySize is the number of memory history entries kept per device
 	// (a ring); 0 records none.
 	HistorySize int
@@ -106,13 +112,19 @@ const (
 	DefaultMinLargeSegment = 256 << 20
 )
 
+// DefaultGrowthSlack is DefaultOptions' GrowthSlack: reserved memory may
+// grow to an eighth over the allocated high-water mark before release
+// before growth frees cached segments (each free synchronizes the device
+// and costs up to a millisecond for a large segment).
+const DefaultGrowthSlack = 0.125
+
 // DefaultOptions are PyTorch's defaults plus the project's extensions:
 // cross-stream reuse, release before growth, and segments of at least
 // DefaultSmallSegment (small pool) and DefaultMinLargeSegment (large pool),
 // which cut device allocations (each one tens of microseconds on a GPU)
 // several fold while release before growth keeps the footprint low.
 func DefaultOptions() Options {
-	return Options{CrossStreamReuse: true, ReleaseBeforeGrow: true,
+	return Options{CrossStreamReuse: true, ReleaseBeforeGrow: true, GrowthSlack: DefaultGrowthSlack,
 		SmallSegment: DefaultSmallSegment, MinLargeSegment: DefaultMinLargeSegment}
 }
 
@@ -131,6 +143,9 @@ func (o *Options) validate() (table [numIntervals]int, err error) {
 	}
 	if f := o.PerProcessMemoryFraction; f < 0 || f > 1 || f != f {
 		return table, bad("per_process_memory_fraction", "%v must be in [0, 1]", f)
+	}
+	if f := o.GrowthSlack; f < 0 || f > 16 || f != f {
+		return table, bad("growth slack", "%v must be in [0, 16]", f)
 	}
 	if o.HistorySize < 0 {
 		return table, bad("history_size", "%d is negative", o.HistorySize)
