@@ -5,7 +5,7 @@
 # anchors in one go, writes full logs to $OUT (default /tmp/gpumem-gpu) and
 # prints a short table last.
 #
-#   scripts/gpu/run.sh [all|anchors|tests|replay|bench]
+#   scripts/gpu/run.sh [all|anchors|tests|replay|snapshot|bench]
 set -uo pipefail
 G=${G:-.gpu/final}
 OUT=${OUT:-/tmp/gpumem-gpu}
@@ -23,20 +23,46 @@ nvidia-smi --query-gpu=index,name,driver_version,memory.total,memory.used --form
 for t in $G/traces/*.trace.gz; do zcat "$t" >"$W/$(basename "$t" .gz)"; done
 traces=$(ls $W/*.trace)
 
-if [ "$what" = all ] || [ "$what" = anchors ]; then
+if [ "$what" = all ] || [ "$what" = anchors ] || [ "$what" = replay ]; then
 	nvcc -O2 -o $W/drvbench $G/anchors/drvbench.c -lcuda 2>&1 | tail -5
 	$W/drvbench >"$OUT/drvbench.txt" 2>&1
-	grep -E 'driver_version|loop_ns|bw_GBps pinned|lat_us cuMemAllocAsync' "$OUT/drvbench.txt" | sed 's/^/anchor: /' | tee -a "$summary"
+	grep -E 'driver_version|loop_ns|bw_GBps pinned|bw_GBps managed|lat_us cuMemAllocAsync' "$OUT/drvbench.txt" | sed 's/^/anchor: /' | tee -a "$summary"
 	TP=$(python3 -c "import torch,os;print(os.path.dirname(torch.__file__))" 2>/dev/null)
 	g++ -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI=1 -I"$TP/include" -I/usr/local/cuda/include $G/anchors/ptreplay.cpp \
 		-o $W/ptreplay -L"$TP/lib" -lc10_cuda -lc10 -L/usr/local/cuda/lib64 -lcudart \
 		-Wl,-rpath,"$TP/lib" -Wl,-rpath,/usr/local/cuda/lib64 2>&1 | tail -5
-	for t in $traces $traces; do
-		PYTORCH_CUDA_ALLOC_CONF= $W/ptreplay "$t" torch
-		PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $W/ptreplay "$t" torch
-		$W/ptreplay "$t" driverpool
-	done >"$OUT/ptreplay.jsonl" 2>&1
+fi
+
+if [ "$what" = all ] || [ "$what" = replay ]; then
+	# Rounds interleave the anchors and gpumem on each trace, so that the
+	# machine's drift (up to 40 % between minutes) hits both alike.
+	for round in 1 2 3; do
+		for t in $traces; do
+			PYTORCH_CUDA_ALLOC_CONF= $W/ptreplay "$t" torch >>"$OUT/ptreplay.jsonl" 2>&1
+			$G/gpumem replay --backend cuda --allocator caching --json "$t" >>"$OUT/replay.jsonl" 2>>"$OUT/replay.err"
+			$W/ptreplay "$t" driverpool >>"$OUT/ptreplay.jsonl" 2>&1
+			$G/gpumem replay --backend cuda --allocator asyncpool --json "$t" >>"$OUT/replay.jsonl" 2>>"$OUT/replay.err"
+			PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $W/ptreplay "$t" torch >>"$OUT/ptreplay.jsonl" 2>&1
+			$G/gpumem replay --backend cuda --allocator caching --conf expandable_segments:True --json "$t" >>"$OUT/replay.jsonl" 2>>"$OUT/replay.err"
+		done
+	done
+	note "replay rounds done (errors: $(wc -l <"$OUT/replay.err"))"
 	sed 's/^/anchor: /' "$OUT/ptreplay.jsonl" | tee -a "$summary"
+	sed 's/^/gpumem: /' "$OUT/replay.jsonl" | tee -a "$summary"
+fi
+
+if [ "$what" = all ] || [ "$what" = snapshot ]; then
+	# A real PyTorch program's snapshot, converted and replayed through
+	# every allocator on the real driver.
+	python3 scripts/gpu/record_snapshot.py "$OUT/train.pickle" --steps 8 2>&1 | tail -2 | tee -a "$summary"
+	$G/gpumem convert -o "$W/train.trace" "$OUT/train.pickle" 2>&1 | tee -a "$summary"
+	for a in caching asyncpool; do
+		$G/gpumem replay --backend cuda --allocator $a --json "$OUT/train.pickle" 2>&1 | sed 's/^/snapshot: /' | tee -a "$summary"
+	done
+	GPUMEM_ENABLE_UNIFIED_MEMORY=1 $G/gpumem replay --backend cuda --allocator managed --json "$OUT/train.pickle" 2>&1 | sed 's/^/snapshot: /' | tee -a "$summary"
+	[ -x $W/ptreplay ] && $W/ptreplay "$W/train.trace" torch 2>&1 | sed 's/^/snapshot anchor: /' | tee -a "$summary"
+	gzip -9 -k "$OUT/train.pickle"
+	rm -f "$OUT/train.pickle"
 fi
 
 if [ "$what" = all ] || [ "$what" = tests ]; then
@@ -52,6 +78,11 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
 		note "$p.test -test.run GPU exit $?"
 		grep -E '^(--- |ok|FAIL|PASS)|GBps|bandwidth' "$OUT/$p-gpu.txt" | head -30 | tee -a "$summary"
 	done
+	# The same move with the Go runtime on one thread: whether unmapping the
+	# host pages (TLB shootdowns across the process's threads) costs bandwidth.
+	(cd managed && GOMAXPROCS=1 ../$G/managed.test -test.v -test.run 'GPUManagedMoveBandwidth') >"$OUT/managed-gpu-1proc.txt" 2>&1
+	note "managed.test GOMAXPROCS=1 exit $?"
+	grep -E 'GBps|GB/s' "$OUT/managed-gpu-1proc.txt" | head -12 | sed 's/^/1proc: /' | tee -a "$summary"
 fi
 
 if [ "$what" = all ] || [ "$what" = bench ]; then
@@ -60,15 +91,6 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
 	grep loop_ns "$OUT/drvbench.txt" 2>/dev/null | sed 's/^/anchor: /' | tee -a "$summary"
 fi
 
-if [ "$what" = all ] || [ "$what" = replay ]; then
-	for round in 1 2; do
-		$G/gpumem replay --backend cuda --allocator caching --json $traces
-		$G/gpumem replay --backend cuda --allocator caching --conf expandable_segments:True --json $traces
-		$G/gpumem replay --backend cuda --allocator asyncpool --json $traces
-	done >"$OUT/replay.jsonl" 2>"$OUT/replay.err"
-	note "gpumem replay exit $?"
-	sed 's/^/gpumem: /' "$OUT/replay.jsonl" | tee -a "$summary"
-fi
 echo
 echo "==== summary ===="
 cat "$summary"
