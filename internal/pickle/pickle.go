@@ -1,0 +1,679 @@
+// Package pickle decodes the data subset of Python's pickle format: the
+// dicts, lists, tuples, strings, bytes, numbers, booleans and None that
+// pickle.dump writes for plain data (protocols 2 to 5, and the text opcodes
+// of protocol 0 where they are cheap). It never imports modules, calls
+// functions or builds objects: an opcode that would (GLOBAL, REDUCE, BUILD,
+// NEWOBJ and the like) is an error naming it and its offset.
+//
+// Values decode to Go values: None to nil, bool, int64 (or *big.Int for
+// integers beyond 64 bits), float64, string (str), []byte (bytes), []any
+// (list), Tuple (tuple) and *Dict (dict, keys in insertion order).
+package pickle
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+)
+
+// Limits bound what a hostile input can make the decoder hold.
+const (
+	MaxDepth = 1000     // containers nested within each other, and marks
+	MaxLen   = 64 << 20 // bytes of one string or bytes value
+)
+
+// ErrMalformed is matched by every decoding error.
+var ErrMalformed = errors.New("pickle: malformed or unsupported input")
+
+// Tuple is a Python tuple.
+type Tuple []any
+
+// Dict is a Python dict: its keys in insertion order and their values.
+type Dict struct {
+	Keys   []any
+	Values []any
+	index  map[any]int // hashable keys (strings, numbers, bools, nil)
+}
+
+// Get returns the value of key k (a string, int64, float64, bool or nil)
+// and whether it is present.
+func (d *Dict) Get(k any) (any, bool) {
+	if d == nil {
+		return nil, false
+	}
+	if i, ok := d.index[k]; ok {
+		return d.Values[i], true
+	}
+	return nil, false
+}
+
+// Len is the number of entries.
+func (d *Dict) Len() int {
+	if d == nil {
+		return 0
+	}
+	return len(d.Keys)
+}
+
+func (d *Dict) set(k, v any) error {
+	switch k.(type) {
+	case nil, bool, int64, float64, string:
+		if d.index == nil {
+			d.index = make(map[any]int)
+		}
+		if i, ok := d.index[k]; ok {
+			d.Values[i] = v
+			return nil
+		}
+		d.index[k] = len(d.Keys)
+	case Tuple, *big.Int:
+		// Kept in order; not indexed (Get looks up scalar keys only).
+	default:
+		return fmt.Errorf("unhashable dict key of type %T", k)
+	}
+	d.Keys = append(d.Keys, k)
+	d.Values = append(d.Values, v)
+	return nil
+}
+
+// Error is a decoding error at a byte offset of the input.
+type Error struct {
+	Offset int64
+	Msg    string
+}
+
+func (e *Error) Error() string {
+	if e.Offset < 0 {
+		return "pickle: " + e.Msg
+	}
+	return fmt.Sprintf("pickle: at byte %d: %s", e.Offset, e.Msg)
+}
+
+// Unwrap makes the error match ErrMalformed.
+func (e *Error) Unwrap() error { return ErrMalformed }
+
+type markT struct{}
+
+var mark = markT{}
+
+type decoder struct {
+	r     *bufio.Reader
+	off   int64
+	stack []any
+	marks []int
+	memo  map[uint64]any
+}
+
+// Decode reads one pickle from r, up to and including its STOP opcode.
+func Decode(r io.Reader) (any, error) {
+	d := &decoder{r: bufio.NewReaderSize(r, 64<<10), memo: make(map[uint64]any)}
+	return d.run()
+}
+
+func (d *decoder) fail(op int64, format string, args ...any) error {
+	return &Error{Offset: op, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (d *decoder) byte1() (byte, error) {
+	c, err := d.r.ReadByte()
+	if err != nil {
+		return 0, d.fail(d.off, "unexpected end of input")
+	}
+	d.off++
+	return c, nil
+}
+
+func (d *decoder) bytesN(n uint64) ([]byte, error) {
+	if n > MaxLen {
+		return nil, d.fail(d.off, "length %d over the limit of %d", n, MaxLen)
+	}
+	b := make([]byte, 0, min(n, 1<<16))
+	for uint64(len(b)) < n {
+		chunk := min(n-uint64(len(b)), 1<<16)
+		start := len(b)
+		b = append(b, make([]byte, chunk)...)
+		if _, err := io.ReadFull(d.r, b[start:]); err != nil {
+			return nil, d.fail(d.off, "unexpected end of input in a %d-byte value", n)
+		}
+		d.off += int64(chunk)
+	}
+	return b, nil
+}
+
+func (d *decoder) uint(n int) (uint64, error) {
+	b, err := d.bytesN(uint64(n))
+	if err != nil {
+		return 0, err
+	}
+	var v uint64
+	for i := n - 1; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v, nil
+}
+
+func (d *decoder) line() (string, error) {
+	s, err := d.r.ReadString('\n')
+	if err != nil {
+		return "", d.fail(d.off, "unexpected end of input in a text argument")
+	}
+	if len(s) > MaxLen {
+		return "", d.fail(d.off, "text argument over the limit")
+	}
+	d.off += int64(len(s))
+	return strings.TrimSuffix(s, "\n"), nil
+}
+
+func (d *decoder) push(v any) error {
+	if len(d.stack) >= 1<<24 {
+		return d.fail(d.off, "stack over %d values", 1<<24)
+	}
+	d.stack = append(d.stack, v)
+	return nil
+}
+
+func (d *decoder) pop(op int64) (any, error) {
+	if len(d.stack) == 0 || (len(d.marks) > 0 && len(d.stack) <= d.marks[len(d.marks)-1]) {
+		return nil, d.fail(op, "stack underflow")
+	}
+	v := d.stack[len(d.stack)-1]
+	d.stack = d.stack[:len(d.stack)-1]
+	return v, nil
+}
+
+func (d *decoder) top(op int64) (any, error) {
+	if len(d.stack) == 0 {
+		return nil, d.fail(op, "stack underflow")
+	}
+	return d.stack[len(d.stack)-1], nil
+}
+
+// popMark returns the values pushed since the last MARK and removes them.
+func (d *decoder) popMark(op int64) ([]any, error) {
+	if len(d.marks) == 0 {
+		return nil, d.fail(op, "no MARK to pop to")
+	}
+	m := d.marks[len(d.marks)-1]
+	d.marks = d.marks[:len(d.marks)-1]
+	items := append([]any(nil), d.stack[m:]...)
+	d.stack = d.stack[:m]
+	return items, nil
+}
+
+func (d *decoder) putMemo(op int64, k uint64) error {
+	v, err := d.top(op)
+	if err != nil {
+		return err
+	}
+	if uint64(len(d.memo)) > uint64(d.off) { // at most one entry per input byte
+		return d.fail(op, "memo larger than the input")
+	}
+	d.memo[k] = v
+	return nil
+}
+
+func (d *decoder) getMemo(op int64, k uint64) error {
+	v, ok := d.memo[k]
+	if !ok {
+		return d.fail(op, "memo key %d not set", k)
+	}
+	return d.push(v)
+}
+
+func (d *decoder) pushString(op int64, n uint64) error {
+	b, err := d.bytesN(n)
+	if err != nil {
+		return err
+	}
+	return d.push(string(b))
+}
+
+func (d *decoder) pushBytes(op int64, n uint64) error {
+	b, err := d.bytesN(n)
+	if err != nil {
+		return err
+	}
+	return d.push(b)
+}
+
+// long decodes a little-endian two's-complement integer.
+func long(b []byte) any {
+	if len(b) <= 8 {
+		var u uint64
+		for i := len(b) - 1; i >= 0; i-- {
+			u = u<<8 | uint64(b[i])
+		}
+		shift := 64 - 8*len(b)
+		return int64(u<<shift) >> shift
+	}
+	be := make([]byte, len(b))
+	for i := range b {
+		be[len(b)-1-i] = b[i]
+	}
+	v := new(big.Int).SetBytes(be)
+	if b[len(b)-1]&0x80 != 0 {
+		v.Sub(v, new(big.Int).Lsh(big.NewInt(1), uint(8*len(b))))
+	}
+	if v.IsInt64() {
+		return v.Int64()
+	}
+	return v
+}
+
+func (d *decoder) appendTo(op int64, items []any) error {
+	t, err := d.top(op)
+	if err != nil {
+		return err
+	}
+	l, ok := t.(*list)
+	if !ok {
+		return d.fail(op, "APPEND to a %s", typeName(t))
+	}
+	l.v = append(l.v, items...)
+	return nil
+}
+
+func (d *decoder) setItems(op int64, items []any) error {
+	if len(items)%2 != 0 {
+		return d.fail(op, "SETITEMS with an odd number of values")
+	}
+	t, err := d.top(op)
+	if err != nil {
+		return err
+	}
+	m, ok := t.(*Dict)
+	if !ok {
+		return d.fail(op, "SETITEM on a %s", typeName(t))
+	}
+	for i := 0; i < len(items); i += 2 {
+		k, err := finish(items[i])
+		if err != nil {
+			return err
+		}
+		if err := m.set(k, items[i+1]); err != nil {
+			return d.fail(op, "%v", err)
+		}
+	}
+	return nil
+}
+
+// list is a list under construction: APPEND must grow the same list that
+// the memo may already refer to.
+type list struct{ v []any }
+
+func typeName(v any) string {
+	switch v.(type) {
+	case *list:
+		return "list"
+	case *Dict:
+		return "dict"
+	case Tuple:
+		return "tuple"
+	case markT:
+		return "MARK"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// finisher replaces lists under construction by their slices. Each
+// container is visited once however often it is shared, so shared
+// references cannot make the walk exponential; nesting deeper than MaxDepth
+// is an error.
+type finisher struct {
+	lists  map[*list]bool
+	dicts  map[*Dict]bool
+	tuples map[*any]bool
+	err    error
+}
+
+func finish(v any) (any, error) {
+	f := &finisher{lists: map[*list]bool{}, dicts: map[*Dict]bool{}, tuples: map[*any]bool{}}
+	v = f.walk(v, 0)
+	return v, f.err
+}
+
+func (f *finisher) walk(v any, depth int) any {
+	if depth > MaxDepth {
+		if f.err == nil {
+			f.err = &Error{Offset: -1, Msg: fmt.Sprintf("containers nested more than %d deep", MaxDepth)}
+		}
+		return nil
+	}
+	switch x := v.(type) {
+	case *list:
+		if !f.lists[x] {
+			f.lists[x] = true
+			for i := range x.v {
+				x.v[i] = f.walk(x.v[i], depth+1)
+			}
+		}
+		return x.v
+	case *Dict:
+		if !f.dicts[x] {
+			f.dicts[x] = true
+			for i := range x.Values {
+				x.Values[i] = f.walk(x.Values[i], depth+1)
+			}
+		}
+		return x
+	case Tuple:
+		if len(x) > 0 && !f.tuples[&x[0]] {
+			f.tuples[&x[0]] = true
+			for i := range x {
+				x[i] = f.walk(x[i], depth+1)
+			}
+		}
+		return x
+	}
+	return v
+}
+
+func (d *decoder) run() (any, error) {
+	for {
+		op := d.off
+		c, err := d.byte1()
+		if err != nil {
+			return nil, err
+		}
+		switch c {
+		case 0x80: // PROTO
+			v, err := d.byte1()
+			if err != nil {
+				return nil, err
+			}
+			if v > 5 {
+				return nil, d.fail(op, "protocol %d is not supported (at most 5)", v)
+			}
+		case 0x95: // FRAME
+			if _, err := d.uint(8); err != nil {
+				return nil, err
+			}
+		case '.': // STOP
+			v, err := d.pop(op)
+			if err != nil {
+				return nil, err
+			}
+			return finish(v)
+		case '(': // MARK
+			if len(d.marks) >= MaxDepth {
+				return nil, d.fail(op, "more than %d open MARKs", MaxDepth)
+			}
+			d.marks = append(d.marks, len(d.stack))
+		case '0': // POP
+			if _, err := d.pop(op); err != nil {
+				return nil, err
+			}
+		case '1': // POP_MARK
+			if _, err := d.popMark(op); err != nil {
+				return nil, err
+			}
+		case '2': // DUP
+			v, err := d.top(op)
+			if err != nil {
+				return nil, err
+			}
+			err = d.push(v)
+			if err != nil {
+				return nil, err
+			}
+		case 'N':
+			err = d.push(nil)
+		case 0x88:
+			err = d.push(true)
+		case 0x89:
+			err = d.push(false)
+		case 'K': // BININT1
+			var v uint64
+			if v, err = d.uint(1); err == nil {
+				err = d.push(int64(v))
+			}
+		case 'M': // BININT2
+			var v uint64
+			if v, err = d.uint(2); err == nil {
+				err = d.push(int64(v))
+			}
+		case 'J': // BININT
+			var v uint64
+			if v, err = d.uint(4); err == nil {
+				err = d.push(int64(int32(uint32(v))))
+			}
+		case 0x8a: // LONG1
+			var n uint64
+			if n, err = d.uint(1); err == nil {
+				var b []byte
+				if b, err = d.bytesN(n); err == nil {
+					err = d.push(long(b))
+				}
+			}
+		case 0x8b: // LONG4
+			var n uint64
+			if n, err = d.uint(4); err == nil {
+				if int32(uint32(n)) < 0 {
+					return nil, d.fail(op, "negative LONG4 length")
+				}
+				var b []byte
+				if b, err = d.bytesN(n); err == nil {
+					err = d.push(long(b))
+				}
+			}
+		case 'G': // BINFLOAT
+			var b []byte
+			if b, err = d.bytesN(8); err == nil {
+				err = d.push(math.Float64frombits(binary.BigEndian.Uint64(b)))
+			}
+		case 'V': // UNICODE (raw-unicode-escape text)
+			var s string
+			if s, err = d.line(); err == nil {
+				if s, err = rawUnicode(s); err == nil {
+					err = d.push(s)
+				}
+			}
+		case 'I', 'L', 'F': // INT, LONG, FLOAT (text)
+			var s string
+			if s, err = d.line(); err == nil {
+				err = d.textNumber(op, c, s)
+			}
+		case 0x8c: // SHORT_BINUNICODE
+			var n uint64
+			if n, err = d.uint(1); err == nil {
+				err = d.pushString(op, n)
+			}
+		case 'X': // BINUNICODE
+			var n uint64
+			if n, err = d.uint(4); err == nil {
+				err = d.pushString(op, n)
+			}
+		case 0x8d: // BINUNICODE8
+			var n uint64
+			if n, err = d.uint(8); err == nil {
+				err = d.pushString(op, n)
+			}
+		case 'C': // SHORT_BINBYTES
+			var n uint64
+			if n, err = d.uint(1); err == nil {
+				err = d.pushBytes(op, n)
+			}
+		case 'B': // BINBYTES
+			var n uint64
+			if n, err = d.uint(4); err == nil {
+				err = d.pushBytes(op, n)
+			}
+		case 0x8e: // BINBYTES8
+			var n uint64
+			if n, err = d.uint(8); err == nil {
+				err = d.pushBytes(op, n)
+			}
+		case ']': // EMPTY_LIST
+			err = d.push(&list{})
+		case '}': // EMPTY_DICT
+			err = d.push(&Dict{})
+		case ')': // EMPTY_TUPLE
+			err = d.push(Tuple{})
+		case 'l', 't', 'd': // LIST, TUPLE, DICT from a MARK
+			var items []any
+			if items, err = d.popMark(op); err != nil {
+				return nil, err
+			}
+			switch c {
+			case 'l':
+				err = d.push(&list{v: items})
+			case 't':
+				err = d.push(Tuple(items))
+			default:
+				m := &Dict{}
+				err = d.push(m)
+				if err == nil {
+					err = d.setItems(op, items)
+				}
+			}
+		case 0x85, 0x86, 0x87: // TUPLE1..3
+			n := int(c - 0x84)
+			if len(d.stack) < n || (len(d.marks) > 0 && len(d.stack)-n < d.marks[len(d.marks)-1]) {
+				return nil, d.fail(op, "stack underflow")
+			}
+			t := Tuple(append([]any(nil), d.stack[len(d.stack)-n:]...))
+			d.stack = d.stack[:len(d.stack)-n]
+			err = d.push(t)
+		case 'a': // APPEND
+			var v any
+			if v, err = d.pop(op); err == nil {
+				err = d.appendTo(op, []any{v})
+			}
+		case 'e': // APPENDS
+			var items []any
+			if items, err = d.popMark(op); err == nil {
+				err = d.appendTo(op, items)
+			}
+		case 's': // SETITEM
+			var k, v any
+			if v, err = d.pop(op); err == nil {
+				if k, err = d.pop(op); err == nil {
+					err = d.setItems(op, []any{k, v})
+				}
+			}
+		case 'u': // SETITEMS
+			var items []any
+			if items, err = d.popMark(op); err == nil {
+				err = d.setItems(op, items)
+			}
+		case 0x94: // MEMOIZE
+			err = d.putMemo(op, uint64(len(d.memo)))
+		case 'q': // BINPUT
+			var k uint64
+			if k, err = d.uint(1); err == nil {
+				err = d.putMemo(op, k)
+			}
+		case 'r': // LONG_BINPUT
+			var k uint64
+			if k, err = d.uint(4); err == nil {
+				err = d.putMemo(op, k)
+			}
+		case 'p': // PUT
+			var s string
+			if s, err = d.line(); err == nil {
+				var k uint64
+				if k, err = strconv.ParseUint(s, 10, 64); err != nil {
+					return nil, d.fail(op, "bad PUT key %q", s)
+				}
+				err = d.putMemo(op, k)
+			}
+		case 'h': // BINGET
+			var k uint64
+			if k, err = d.uint(1); err == nil {
+				err = d.getMemo(op, k)
+			}
+		case 'j': // LONG_BINGET
+			var k uint64
+			if k, err = d.uint(4); err == nil {
+				err = d.getMemo(op, k)
+			}
+		case 'g': // GET
+			var s string
+			if s, err = d.line(); err == nil {
+				var k uint64
+				if k, err = strconv.ParseUint(s, 10, 64); err != nil {
+					return nil, d.fail(op, "bad GET key %q", s)
+				}
+				err = d.getMemo(op, k)
+			}
+		default:
+			return nil, d.fail(op, "opcode %s is not supported (only plain data is decoded)", opName(c))
+		}
+		if err != nil {
+			var pe *Error
+			if errors.As(err, &pe) {
+				return nil, err
+			}
+			return nil, d.fail(op, "%v", err)
+		}
+	}
+}
+
+func (d *decoder) textNumber(op int64, c byte, s string) error {
+	switch c {
+	case 'F':
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return d.fail(op, "bad FLOAT %q", s)
+		}
+		return d.push(f)
+	case 'I':
+		switch s {
+		case "00":
+			return d.push(false)
+		case "01":
+			return d.push(true)
+		}
+	}
+	s = strings.TrimSuffix(s, "L")
+	if v, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return d.push(v)
+	}
+	v, ok := new(big.Int).SetString(s, 10)
+	if !ok || len(s) > 4096 {
+		return d.fail(op, "bad integer %q", s)
+	}
+	return d.push(v)
+}
+
+// rawUnicode decodes Python's raw-unicode-escape: \\uXXXX and \\UXXXXXXXX
+// escapes, every other byte a Latin-1 character.
+func rawUnicode(s string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) && (s[i+1] == 'u' || s[i+1] == 'U') {
+			n := 4
+			if s[i+1] == 'U' {
+				n = 8
+			}
+			if i+2+n <= len(s) {
+				if r, err := strconv.ParseUint(s[i+2:i+2+n], 16, 32); err == nil && r <= 0x10FFFF {
+					b.WriteRune(rune(r))
+					i += 1 + n
+					continue
+				}
+			}
+		}
+		b.WriteRune(rune(s[i]))
+	}
+	return b.String(), nil
+}
+
+func opName(c byte) string {
+	names := map[byte]string{
+		'c': "GLOBAL", 0x93: "STACK_GLOBAL", 'R': "REDUCE", 'b': "BUILD", 'i': "INST", 'o': "OBJ",
+		0x81: "NEWOBJ", 0x92: "NEWOBJ_EX", 'P': "PERSID", 'Q': "BINPERSID", 0x82: "EXT1", 0x83: "EXT2",
+		0x84: "EXT4", 0x8f: "EMPTY_SET", 0x90: "ADDITEMS", 0x91: "FROZENSET", 0x96: "BYTEARRAY8",
+		0x97: "NEXT_BUFFER", 0x98: "READONLY_BUFFER", 'S': "STRING", 'T': "BINSTRING", 'U': "SHORT_BINSTRING",
+	}
+	if n, ok := names[c]; ok {
+		return fmt.Sprintf("%s (%#02x)", n, c)
+	}
+	return fmt.Sprintf("%#02x", c)
+}

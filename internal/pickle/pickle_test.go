@@ -1,0 +1,198 @@
+package pickle
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// The files under testdata were written by Python 3.12's pickle.dumps of the
+// value that want builds (see the generator in the package's testdata
+// README): data-p3..p5 at protocols 3 to 5, nobytes-p0..p2 at protocols 0 to
+// 2 without the bytes entry (protocols below 3 pickle bytes by calling a
+// function, which the decoder refuses).
+func want(withBytes bool) map[any]any {
+	huge, _ := new(big.Int).SetString("1180591620717411303424", 10)
+	neg := new(big.Int).Neg(huge)
+	shared := []any{int64(1), int64(2)}
+	m := map[any]any{
+		"none": nil, "t": true, "f": false, "small": int64(7), "neg": int64(-3), "i16": int64(40000),
+		"i32": int64(-2000000000), "big": int64(1795324309407822), "huge": huge, "neghuge": neg,
+		"float": 1.5, "list": []any{int64(1), "a", []any{2.5}}, "tuple": Tuple{int64(0), int64(0)},
+		"t1": Tuple{int64(1)}, "t3": Tuple{int64(1), int64(2), int64(3)}, "empty": []any(nil),
+		"etuple": Tuple{}, "edict": map[any]any{}, int64(5): "intkey", "shared": []any{shared, shared},
+	}
+	if withBytes {
+		m["str"] = "héllo"
+		m["bytes"] = []byte{0, 1}
+	} else {
+		m["str"] = "héllo\\u\n"
+	}
+	return m
+}
+
+// plain turns decoded values into comparable Go values.
+func plain(v any) any {
+	switch x := v.(type) {
+	case *Dict:
+		m := map[any]any{}
+		for i, k := range x.Keys {
+			m[k] = plain(x.Values[i])
+		}
+		return m
+	case []any:
+		if len(x) == 0 {
+			return []any(nil)
+		}
+		out := make([]any, len(x))
+		for i := range x {
+			out[i] = plain(x[i])
+		}
+		return out
+	case Tuple:
+		out := make(Tuple, len(x))
+		for i := range x {
+			out[i] = plain(x[i])
+		}
+		return out
+	case *big.Int:
+		return x.String()
+	}
+	return v
+}
+
+func TestDecodePythonPickles(t *testing.T) {
+	for _, c := range []struct {
+		file  string
+		bytes bool
+	}{
+		{"nobytes-p0.pickle", false}, {"nobytes-p1.pickle", false}, {"nobytes-p2.pickle", false},
+		{"data-p3.pickle", true}, {"data-p4.pickle", true}, {"data-p5.pickle", true},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join("testdata", c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := Decode(bytes.NewReader(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, ok := v.(*Dict)
+			if !ok {
+				t.Fatalf("top level is %T, want *Dict", v)
+			}
+			got := plain(d).(map[any]any)
+			exp := plain(mapToDict(want(c.bytes))).(map[any]any)
+			for k, ev := range exp {
+				if gv, ok := got[k]; !ok || !reflect.DeepEqual(gv, ev) {
+					t.Errorf("%v: got %#v, want %#v", k, gv, ev)
+				}
+			}
+			if len(got) != len(exp) {
+				t.Errorf("%d keys, want %d", len(got), len(exp))
+			}
+			if v, ok := d.Get("small"); !ok || v != int64(7) {
+				t.Errorf("Get(small) = %v, %v", v, ok)
+			}
+			if v, ok := d.Get(int64(5)); !ok || v != "intkey" {
+				t.Errorf("Get(5) = %v, %v", v, ok)
+			}
+			if _, ok := d.Get("absent"); ok {
+				t.Error("Get of an absent key found something")
+			}
+		})
+	}
+}
+
+func mapToDict(m map[any]any) *Dict {
+	d := &Dict{}
+	for k, v := range m {
+		if mm, ok := v.(map[any]any); ok {
+			v = mapToDict(mm)
+		}
+		d.set(k, v)
+	}
+	return d
+}
+
+func TestRefusesCode(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "global.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Decode(bytes.NewReader(raw))
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "GLOBAL") {
+		t.Fatalf("a pickle that imports a class decoded or failed unclearly: %v", err)
+	}
+}
+
+func TestHostileInput(t *testing.T) {
+	deep := bytes.Repeat([]byte{']'}, MaxDepth+10)
+	for i := 0; i < MaxDepth+9; i++ {
+		deep = append(deep, 'a')
+	}
+	deep = append(deep, '.')
+	// Shared tuples doubling at each level: 2^60 leaves if walked naively.
+	var doubling []byte
+	doubling = append(doubling, 'K', 1, 0x94)
+	for i := 0; i < 60; i++ {
+		doubling = append(doubling, 'h', byte(i), 'h', byte(i), 0x86, 0x94)
+	}
+	doubling = append(doubling, '.')
+	for _, c := range []struct {
+		name string
+		in   []byte
+		msg  string // "" when it must decode
+	}{
+		{"empty", nil, "end of input"},
+		{"truncated string", []byte{0x80, 4, 0x8c, 10, 'a', 'b'}, "end of input"},
+		{"huge length", []byte{0x80, 4, 0x8d, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}, "limit"},
+		{"negative LONG4", []byte{0x8b, 0xff, 0xff, 0xff, 0xff, '.'}, "negative"},
+		{"unknown opcode", []byte{0x80, 4, 'R', '.'}, "REDUCE"},
+		{"underflow", []byte{'a', '.'}, "underflow"},
+		{"stop on empty stack", []byte{'.'}, "underflow"},
+		{"bad memo", []byte{'h', 3, '.'}, "memo key 3"},
+		{"append to int", []byte{'K', 1, 'K', 2, 'a', '.'}, "APPEND to a int64"},
+		{"odd setitems", []byte{'}', '(', 'K', 1, 'u', '.'}, "odd"},
+		{"unhashable key", []byte{'}', ']', 'K', 1, 's', '.'}, "unhashable"},
+		{"too deep", deep, "nested"},
+		{"too many marks", bytes.Repeat([]byte{'('}, MaxDepth+1), "MARK"},
+		{"protocol 6", []byte{0x80, 6, 'N', '.'}, "protocol 6"},
+		{"shared tuples", doubling, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Decode(bytes.NewReader(c.in))
+			if c.msg == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), c.msg) {
+				t.Fatalf("got %v, want an error mentioning %q", err, c.msg)
+			}
+		})
+	}
+}
+
+func ExampleDecode() {
+	// pickle.dumps({"action": "alloc", "size": 512}, protocol=4)
+	raw := []byte("\x80\x04\x95\x20\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x06action\x94\x8c\x05alloc\x94\x8c\x04size\x94M\x00\x02u.")
+	v, err := Decode(bytes.NewReader(raw))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	d := v.(*Dict)
+	action, _ := d.Get("action")
+	size, _ := d.Get("size")
+	fmt.Println(action, size)
+	// Output: alloc 512
+}
