@@ -4,10 +4,12 @@
 //
 // A Registry holds named sources, each an allocator (anything with
 // Stats(dev int) gpumem.MemoryStats: caching, asyncpool and managed all are)
-// watched on a list of devices:
+// watched on a list of devices, or a manager of deferrable buffers
+// (AddDeferrable):
 //
 //	var reg metrics.Registry
 //	_ = reg.Add("caching", cachingAllocator, []int{0, 1})
+//	_ = reg.AddDeferrable("kv", deferrableManager)
 //	_ = reg.Publish("gpumem")                // expvar: /debug/vars
 //	http.Handle("/metrics", reg.Handler())   // Prometheus scrape target
 //
@@ -76,7 +78,38 @@
 //	(beyond PyTorch)      gpumem_cross_stream_reuses_total (counter)
 //	                      free blocks reused on another stream after a wait
 //
-// Names returns this list in the order of the exposition. Statistics that an
+// # Deferrable memory
+//
+// AddDeferrable watches a deferrable.Manager (spillable buffers on one
+// device) under a name, labelled allocator and device like the allocators.
+// Its expvar value is the manager's deferrable.Stats in its JSON form
+// ("device", "host", "disk", "device_to_host", ..., durations in
+// nanoseconds); its Prometheus families, each with deferrable's field first:
+//
+//	Device, Host, Disk    gpumem_deferrable_buffers (gauge, tier="device"|"host"|"disk")
+//	                      buffers resident in each tier
+//	                      gpumem_deferrable_bytes (gauge, tier=..., stat="current"|"peak")
+//	                      their bytes, and the peak
+//	PinnedBytes           gpumem_deferrable_pinned_bytes (gauge, stat="current"|"peak")
+//	                      page-locked memory the host tier holds
+//	PinnedSlabs           gpumem_deferrable_pinned_slabs (gauge)
+//	DeviceToHost, ...     gpumem_deferrable_moves_total (counter, from=..., to=...)
+//	                      completed moves in each direction (device to host or
+//	                      disk, host to disk, host or disk to device, disk to host)
+//	                      gpumem_deferrable_moved_bytes_total (counter, from, to)
+//	                      gpumem_deferrable_move_seconds_total (counter, from, to)
+//	                      host time of the copies: bytes / seconds is the bandwidth
+//	                      gpumem_deferrable_move_failures_total (counter, from, to)
+//	SyncLocks, AsyncLocks, PendingReleases
+//	                      gpumem_deferrable_holds (gauge, kind="sync"|"async"|"pending_release")
+//	Allocs, Frees         gpumem_deferrable_allocs_total, gpumem_deferrable_frees_total (counters)
+//	AllocRetries          gpumem_deferrable_alloc_retries_total (counter)
+//	OOMHandlerCalls       gpumem_deferrable_oom_handler_calls_total (counter)
+//	                      calls of the manager's OOMHandler by other allocators
+//	OOMSpilledBytes       gpumem_deferrable_oom_spilled_bytes_total (counter)
+//
+// Names returns this list in the order of the exposition, the allocators'
+// families first. Statistics that an
 // allocator does not keep read 0.
 // ResetPeakStats on an allocator lowers the peak gauges; the counters never
 // decrease while the allocator lives.

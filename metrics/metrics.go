@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/deferrable"
 )
 
 // Source is anything that reports per-device statistics: every allocator of
@@ -31,9 +32,17 @@ func (f SourceFunc) Stats(dev int) gpumem.MemoryStats { return f(dev) }
 // WritePrometheus writes and Handler serves.
 const ContentType = "text/plain; version=0.0.4; charset=utf-8"
 
+// DeferrableSource is a manager of deferrable (spillable) buffers on one
+// device: *deferrable.Manager is one.
+type DeferrableSource interface {
+	Stats() deferrable.Stats
+	Device() int
+}
+
 type entry struct {
 	name    string
-	src     Source
+	src     Source           // an allocator, or nil
+	def     DeferrableSource // a deferrable manager, or nil
 	devices []int
 }
 
@@ -58,6 +67,30 @@ func (r *Registry) Add(name string, src Source, devices []int) error {
 	if src == nil {
 		return fmt.Errorf("metrics: add %q: nil source: %w", name, gpumem.ErrInvalidValue)
 	}
+	return r.add(entry{name: name, src: src}, devices)
+}
+
+// AddDeferrable watches a manager of deferrable buffers (a
+// *deferrable.Manager) under name, on the manager's device: its tiers,
+// pinned memory, transfers and counters appear as the gpumem_deferrable_*
+// families, labelled allocator=name and device. The name shares one space
+// with Add's. Errors match gpumem.ErrInvalidValue, as Add's do.
+func (r *Registry) AddDeferrable(name string, m DeferrableSource) error {
+	if name == "" {
+		return fmt.Errorf("metrics: add: empty name: %w", gpumem.ErrInvalidValue)
+	}
+	if m == nil {
+		return fmt.Errorf("metrics: add %q: nil manager: %w", name, gpumem.ErrInvalidValue)
+	}
+	if dm, ok := m.(*deferrable.Manager); ok && dm == nil {
+		return fmt.Errorf("metrics: add %q: nil manager: %w", name, gpumem.ErrInvalidValue)
+	}
+	return r.add(entry{name: name, def: m}, []int{m.Device()})
+}
+
+// add checks the devices and inserts e, keeping the entries sorted by name.
+func (r *Registry) add(e entry, devices []int) error {
+	name := e.name
 	if len(devices) == 0 {
 		return fmt.Errorf("metrics: add %q: no devices: %w", name, gpumem.ErrInvalidValue)
 	}
@@ -79,7 +112,8 @@ func (r *Registry) Add(name string, src Source, devices []int) error {
 	}
 	r.entries = append(r.entries, entry{})
 	copy(r.entries[i+1:], r.entries[i:])
-	r.entries[i] = entry{name: name, src: src, devices: devs}
+	e.devices = devs
+	r.entries[i] = e
 	return nil
 }
 
@@ -97,11 +131,13 @@ func (r *Registry) Remove(name string) bool {
 	return false
 }
 
-// sample is one source's statistics on one device.
+// sample is one source's statistics on one device: an allocator's (def nil)
+// or a deferrable manager's.
 type sample struct {
 	allocator string
 	device    int
 	stats     gpumem.MemoryStats
+	def       *deferrable.Stats
 }
 
 // collect reads every source once. The sources are called without the
@@ -112,6 +148,11 @@ func (r *Registry) collect() []sample {
 	r.mu.Unlock()
 	var out []sample
 	for _, e := range entries {
+		if e.def != nil {
+			st := e.def.Stats()
+			out = append(out, sample{allocator: e.name, device: e.devices[0], def: &st})
+			continue
+		}
 		for _, d := range e.devices {
 			out = append(out, sample{allocator: e.name, device: d, stats: e.src.Stats(d)})
 		}
@@ -125,7 +166,8 @@ var publishMu sync.Mutex
 
 // Publish makes the registry's statistics visible through expvar (and so at
 // /debug/vars) under expvarName, as a JSON object
-// {allocator: {device: gpumem.MemoryStats}}, read afresh each time. A name
+// {allocator: {device: gpumem.MemoryStats}} (a deferrable manager's value is
+// its deferrable.Stats instead), read afresh each time. A name
 // that is empty or already published by anyone returns an error matching
 // gpumem.ErrInvalidValue; Publish never panics.
 func (r *Registry) Publish(expvarName string) (err error) {
@@ -150,12 +192,16 @@ func (r *Registry) Publish(expvarName string) (err error) {
 
 // expvarValue is the value published by Publish.
 func (r *Registry) expvarValue() any {
-	out := make(map[string]map[string]gpumem.MemoryStats)
+	out := make(map[string]map[string]any)
 	for _, s := range r.collect() {
 		m := out[s.allocator]
 		if m == nil {
-			m = make(map[string]gpumem.MemoryStats)
+			m = make(map[string]any)
 			out[s.allocator] = m
+		}
+		if s.def != nil {
+			m[strconv.Itoa(s.device)] = *s.def
+			continue
 		}
 		st := s.stats
 		if math.IsNaN(st.Fragmentation) || math.IsInf(st.Fragmentation, 0) {
@@ -171,9 +217,13 @@ type family struct {
 	name string
 	typ  string // "gauge" or "counter"
 	help string
-	// values appends the family's samples for one statistics record: each
-	// with its extra labels (after allocator and device) and its value.
+	// values appends the family's samples for one allocator's statistics:
+	// each with its extra labels (after allocator and device) and its value.
+	// Nil for the families of deferrable managers.
 	values func(st *gpumem.MemoryStats, emit func(labels string, v float64))
+	// def is values for a deferrable manager's statistics; nil for the
+	// families of allocators.
+	def func(st *deferrable.Stats, emit func(labels string, v float64))
 }
 
 var pools = [3]string{gpumem.StatAll: "all", gpumem.StatSmall: "small", gpumem.StatLarge: "large"}
@@ -261,7 +311,7 @@ var families = func() []family {
 		scalar("gpumem_cross_stream_reuses_total", "counter", "Free blocks reused on another stream after a wait.",
 			func(s *gpumem.MemoryStats) float64 { return float64(s.CrossStreamReuses) }),
 	)
-	return fs
+	return append(fs, deferrableFamilies()...)
 }()
 
 // Names returns the names of every metric family WritePrometheus writes, in
@@ -300,7 +350,7 @@ func (r *Registry) WritePrometheus(w io.Writer) error {
 		for i := range samples {
 			s := &samples[i]
 			var werr error
-			f.values(&s.stats, func(labels string, v float64) {
+			emit := func(labels string, v float64) {
 				if werr != nil {
 					return
 				}
@@ -318,7 +368,13 @@ func (r *Registry) WritePrometheus(w io.Writer) error {
 				line = appendValue(line, v)
 				line = append(line, '\n')
 				_, werr = bw.Write(line)
-			})
+			}
+			switch {
+			case s.def != nil && f.def != nil:
+				f.def(s.def, emit)
+			case s.def == nil && f.values != nil:
+				f.values(&s.stats, emit)
+			}
 			if werr != nil {
 				return fmt.Errorf("metrics: write: %w", werr)
 			}

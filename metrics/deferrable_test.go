@@ -1,0 +1,165 @@
+package metrics_test
+
+import (
+	"encoding/json"
+	"errors"
+	"expvar"
+	"strings"
+	"testing"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/caching"
+	"github.com/gpumem/gpumem/deferrable"
+	"github.com/gpumem/gpumem/metrics"
+)
+
+// After spills to the host and disk and an unspill, every gpumem_deferrable_*
+// sample equals the manager's Stats, and the expvar value carries the same.
+func TestDeferrableExposition(t *testing.T) {
+	g := newSim(t, 2)
+	m, err := deferrable.New(g, 1, deferrable.Options{DiskDir: t.TempDir(), HostLimit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	s := gpumem.Stream{Device: 1}
+	var bufs []*deferrable.Buffer
+	for i := 0; i < 3; i++ {
+		b, err := m.Alloc(1<<20, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs = append(bufs, b)
+	}
+	// Spill all three: one fits the host tier, the others go to disk.
+	if n, err := m.Spill(3 << 20); err != nil || n != 3<<20 {
+		t.Fatalf("Spill = %d, %v", n, err)
+	}
+	// Bring one back and hold it.
+	if _, err := bufs[0].Acquire(s); err != nil {
+		t.Fatal(err)
+	}
+	defer bufs[0].Release()
+	if err := bufs[2].Free(); err != nil {
+		t.Fatal(err)
+	}
+
+	var r metrics.Registry
+	if err := r.AddDeferrable("kv", m); err != nil {
+		t.Fatal(err)
+	}
+	c, err := caching.New(g, caching.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if err := r.Add("caching", c, []int{0}); err != nil {
+		t.Fatal(err)
+	}
+	st := m.Stats()
+	if st.Spilled().Count < 3 || st.Unspilled().Count != 1 || st.Disk.Buffers == 0 || st.Frees != 1 {
+		t.Fatalf("setup: spilled %d, unspilled %d, frees %d", st.Spilled().Count, st.Unspilled().Count, st.Frees)
+	}
+	e := scrape(t, &r)
+	lab := func(extra ...string) []string { return append([]string{"allocator", "kv", "device", "1"}, extra...) }
+	check := func(series string, want float64) {
+		t.Helper()
+		got, ok := e.samples[series]
+		if !ok {
+			t.Errorf("missing %s", series)
+		} else if got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+	for i, ts := range []deferrable.TierStats{st.Device, st.Host, st.Disk} {
+		tier := deferrable.Tier(i).String()
+		check(key("gpumem_deferrable_buffers", lab("tier", tier)...), float64(ts.Buffers))
+		check(key("gpumem_deferrable_bytes", lab("tier", tier, "stat", "current")...), float64(ts.Bytes))
+		check(key("gpumem_deferrable_bytes", lab("tier", tier, "stat", "peak")...), float64(ts.PeakBytes))
+	}
+	check(key("gpumem_deferrable_pinned_bytes", lab("stat", "current")...), float64(st.PinnedBytes))
+	check(key("gpumem_deferrable_pinned_bytes", lab("stat", "peak")...), float64(st.PinnedPeakBytes))
+	check(key("gpumem_deferrable_pinned_slabs", lab()...), float64(st.PinnedSlabs))
+	dirs := map[[2]string]deferrable.Transfer{
+		{"device", "host"}: st.DeviceToHost, {"device", "disk"}: st.DeviceToDisk, {"host", "disk"}: st.HostToDisk,
+		{"host", "device"}: st.HostToDevice, {"disk", "device"}: st.DiskToDevice, {"disk", "host"}: st.DiskToHost,
+	}
+	var moved float64
+	for d, tr := range dirs {
+		l := lab("from", d[0], "to", d[1])
+		check(key("gpumem_deferrable_moves_total", l...), float64(tr.Count))
+		check(key("gpumem_deferrable_moved_bytes_total", l...), float64(tr.Bytes))
+		check(key("gpumem_deferrable_move_seconds_total", l...), tr.Duration.Seconds())
+		check(key("gpumem_deferrable_move_failures_total", l...), float64(tr.Failures))
+		moved += e.samples[key("gpumem_deferrable_moved_bytes_total", l...)]
+	}
+	if moved != float64(st.Spilled().Bytes+st.Unspilled().Bytes) || moved < 4<<20 {
+		t.Errorf("moved bytes in the exposition: %v, Stats: %d down + %d up", moved, st.Spilled().Bytes, st.Unspilled().Bytes)
+	}
+	check(key("gpumem_deferrable_holds", lab("kind", "sync")...), 1)
+	check(key("gpumem_deferrable_holds", lab("kind", "async")...), 0)
+	check(key("gpumem_deferrable_holds", lab("kind", "pending_release")...), 0)
+	check(key("gpumem_deferrable_allocs_total", lab()...), 3)
+	check(key("gpumem_deferrable_frees_total", lab()...), 1)
+	check(key("gpumem_deferrable_alloc_retries_total", lab()...), float64(st.AllocRetries))
+	check(key("gpumem_deferrable_oom_handler_calls_total", lab()...), float64(st.OOMHandlerCalls))
+	check(key("gpumem_deferrable_oom_spilled_bytes_total", lab()...), float64(st.OOMSpilledBytes))
+	// The allocator's families carry no deferrable sample and vice versa.
+	for series := range e.samples {
+		isDef := strings.HasPrefix(series, "gpumem_deferrable_")
+		if isDef != strings.Contains(series, `allocator="kv"`) {
+			t.Errorf("sample in the wrong family: %s", series)
+		}
+	}
+	if len(e.order) != len(metrics.Names()) {
+		t.Errorf("%d families, Names lists %d", len(e.order), len(metrics.Names()))
+	}
+
+	const name = "gpumem_test_deferrable"
+	if err := r.Publish(name); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(expvar.Get(name).String()), &got); err != nil {
+		t.Fatal(err)
+	}
+	var ds deferrable.Stats
+	if err := json.Unmarshal(got["kv"]["1"], &ds); err != nil {
+		t.Fatalf("expvar kv: %v", err)
+	}
+	if ds.Spilled() != st.Spilled() || ds.Disk != st.Disk || ds.Allocs != 3 {
+		t.Errorf("expvar deferrable stats = %+v, want %+v", ds, st)
+	}
+	var cs gpumem.MemoryStats
+	if err := json.Unmarshal(got["caching"]["0"], &cs); err != nil {
+		t.Errorf("expvar caching: %v", err)
+	}
+}
+
+func TestAddDeferrableErrors(t *testing.T) {
+	g := newSim(t, 1)
+	m, err := deferrable.New(g, 0, deferrable.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	var r metrics.Registry
+	var nilMgr *deferrable.Manager
+	for _, tc := range []struct {
+		name string
+		src  metrics.DeferrableSource
+	}{{"", m}, {"x", nil}, {"x", nilMgr}} {
+		if err := r.AddDeferrable(tc.name, tc.src); !errors.Is(err, gpumem.ErrInvalidValue) {
+			t.Errorf("AddDeferrable(%q, %v) = %v", tc.name, tc.src, err)
+		}
+	}
+	if err := r.AddDeferrable("x", m); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Add("x", metrics.SourceFunc(func(int) gpumem.MemoryStats { return gpumem.MemoryStats{} }), []int{0}); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("Add of a name taken by a deferrable manager: %v", err)
+	}
+	if !r.Remove("x") {
+		t.Error("Remove of a deferrable manager reports none")
+	}
+}
