@@ -72,7 +72,7 @@ func (d *Dict) set(k, v any) error {
 			return nil
 		}
 		d.index[k] = len(d.Keys)
-	case Tuple, *big.Int:
+	case Tuple, *big.Int, []byte:
 		// Kept in order; not indexed (Get looks up scalar keys only).
 	default:
 		return fmt.Errorf("unhashable dict key of type %T", k)
@@ -108,6 +108,7 @@ type decoder struct {
 	stack []any
 	marks []int
 	memo  map[uint64]any
+	keys  map[*any]bool // tuples already checked as dict keys
 }
 
 // Decode reads one pickle from r, up to and including its STOP opcode.
@@ -292,15 +293,43 @@ func (d *decoder) setItems(op int64, items []any) error {
 		return d.fail(op, "SETITEM on a %s", typeName(t))
 	}
 	for i := 0; i < len(items); i += 2 {
-		k, err := finish(items[i])
-		if err != nil {
-			return err
+		k := items[i]
+		if err := d.hashable(k, 0); err != nil {
+			return d.fail(op, "%v", err)
 		}
 		if err := m.set(k, items[i+1]); err != nil {
 			return d.fail(op, "%v", err)
 		}
 	}
 	return nil
+}
+
+// hashable checks that k can be a dict key as in Python: a scalar, or a
+// tuple of hashable values. Each tuple is checked once per decode, so a
+// shared key tuple used many times costs its size once.
+func (d *decoder) hashable(k any, depth int) error {
+	switch x := k.(type) {
+	case nil, bool, int64, float64, string, []byte, *big.Int:
+		return nil
+	case Tuple:
+		if len(x) == 0 || d.keys[&x[0]] {
+			return nil
+		}
+		if depth > MaxDepth {
+			return fmt.Errorf("dict key nested more than %d deep", MaxDepth)
+		}
+		for _, e := range x {
+			if err := d.hashable(e, depth+1); err != nil {
+				return err
+			}
+		}
+		if d.keys == nil {
+			d.keys = make(map[*any]bool)
+		}
+		d.keys[&x[0]] = true
+		return nil
+	}
+	return fmt.Errorf("unhashable dict key of type %s", typeName(k))
 }
 
 // list is a list under construction: APPEND must grow the same list that

@@ -145,6 +145,15 @@ func TestHostileInput(t *testing.T) {
 	for i := 0; i < 60; i++ {
 		doubling = append(doubling, 'h', byte(i), 'h', byte(i), 0x86, 0x94)
 	}
+	// The same doubling tuple as the key of many SETITEMs: checked once.
+	sharedKey := []byte{'}', 'K', 1, 0x94, '0'}
+	for i := 0; i < 60; i++ {
+		sharedKey = append(sharedKey, 'h', byte(i), 'h', byte(i), 0x86, 0x94, '0')
+	}
+	for i := 0; i < 1000; i++ {
+		sharedKey = append(sharedKey, 'h', 60, 'K', byte(i), 's')
+	}
+	sharedKey = append(sharedKey, '.')
 	doubling = append(doubling, '.')
 	for _, c := range []struct {
 		name string
@@ -166,6 +175,8 @@ func TestHostileInput(t *testing.T) {
 		{"too many marks", bytes.Repeat([]byte{'('}, MaxDepth+1), "MARK"},
 		{"protocol 6", []byte{0x80, 6, 'N', '.'}, "protocol 6"},
 		{"shared tuples", doubling, ""},
+		{"shared tuple key", sharedKey, ""},
+		{"list in a tuple key", []byte{'}', ']', 0x85, 'K', 1, 's', '.'}, "unhashable"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Decode(bytes.NewReader(c.in))

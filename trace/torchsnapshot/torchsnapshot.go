@@ -1,0 +1,396 @@
+// Package torchsnapshot reads the memory snapshots that PyTorch writes with
+// torch.cuda.memory._dump_snapshot (a pickle of plain data) and turns a
+// device's recorded history into a gpumem trace, so that a PyTorch
+// program's own allocation sequence can be replayed through every gpumem
+// allocator.
+//
+// Record a snapshot in the PyTorch program:
+//
+//	torch.cuda.memory._record_memory_history(max_entries=1_000_000)
+//	... the work to study ...
+//	torch.cuda.memory._dump_snapshot("run.pickle")
+//
+// Conversion rules. The snapshot's device_traces[d] lists the allocator's
+// actions on device d in order. An "alloc" entry becomes an allocation of
+// its size (the size the program asked for, before rounding) on its stream;
+// a "free_requested" entry becomes the free of the live allocation at its
+// address. Allocations are matched to frees by address, which PyTorch
+// reuses once memory is freed. The history is a ring of max_entries: a free
+// of an address never seen allocated was allocated before the ring's
+// oldest entry, and becomes an allocation placed at the start of the trace
+// (its size and stream from the free). Allocations still live at the end
+// stay live. An allocation at an address that is still live is malformed,
+// except in a history known to be truncated (one that needed allocations
+// from before it began), where the older allocation is taken as freed just
+// before (Report.Implicit counts these). The other actions (free_completed, segment_alloc, segment_free,
+// segment_map, segment_unmap, snapshot, oom, ...) describe what PyTorch's
+// allocator did, not what the program asked for; they are counted in the
+// Report. Streams are renumbered: the legacy default stream (0) stays 0,
+// the others are numbered from 1 in order of first appearance. Python stack
+// frames, if recorded, are ignored.
+package torchsnapshot
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/pickle"
+	"github.com/gpumem/gpumem/trace"
+)
+
+// MaxSize is the largest snapshot, after decompression, that Read accepts.
+const MaxSize = 4 << 30
+
+// Entry is one action of a device's recorded history.
+type Entry struct {
+	Action string // alloc, free_requested, free_completed, segment_alloc, ...
+	Addr   uint64
+	Size   uint64
+	Stream uint64 // the raw stream handle
+}
+
+// DeviceTrace is one device's recorded history, oldest entry first.
+type DeviceTrace []Entry
+
+// Snapshot is a decoded PyTorch memory snapshot: the history of each device
+// and the allocator settings it was recorded with.
+type Snapshot struct {
+	Devices  []DeviceTrace     // device_traces, per device
+	Segments int               // segments live when the snapshot was taken
+	Settings map[string]string // allocator_settings, values as Python prints them (True, {'1': 0})
+}
+
+// Options tune a conversion.
+type Options struct {
+	// Name is the trace's name; NameOf gives the usual one for a file.
+	Name string
+}
+
+// NameOf returns the name of the trace converted from a snapshot file: its
+// base name without ".gz" and ".pickle".
+func NameOf(path string) string {
+	n := filepath.Base(path)
+	n = strings.TrimSuffix(n, ".gz")
+	n = strings.TrimSuffix(n, ".pickle")
+	return n
+}
+
+// Report describes a conversion.
+type Report struct {
+	Device        int
+	Entries       int            // history entries of the device
+	Actions       map[string]int // entries per action
+	Allocations   int            // allocations in the trace, synthetic ones included
+	Frees         int
+	Synthetic     int            // allocations made before the history began (ring truncation)
+	Implicit      int            // frees implied by an address allocated again in a truncated history
+	LiveAtEnd     int            // allocations never freed
+	Streams       map[uint64]int // raw stream handle → trace stream
+	PeakRequested uint64
+}
+
+// ReadFile reads a snapshot file, plain or gzip-compressed.
+func ReadFile(path string) (*Snapshot, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("torchsnapshot: %w", err)
+	}
+	defer f.Close()
+	s, err := Read(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// IsSnapshot reports whether the first bytes of a file look like a pickle
+// (plain or gzip-compressed) rather than a text trace.
+func IsSnapshot(head []byte) bool {
+	if len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b {
+		zr, err := gzip.NewReader(bytes.NewReader(head))
+		if err != nil {
+			return false
+		}
+		b := make([]byte, 2)
+		n, _ := io.ReadFull(zr, b)
+		return n >= 1 && b[0] == 0x80
+	}
+	return len(head) >= 1 && head[0] == 0x80
+}
+
+// Read decodes a snapshot, plain or gzip-compressed. Errors match
+// gpumem.ErrInvalidValue and say what is wrong and where.
+func Read(r io.Reader) (*Snapshot, error) {
+	br := bufio.NewReader(r)
+	var src io.Reader = br
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, invalid("gzip: %v", err)
+		}
+		defer zr.Close()
+		src = zr
+	}
+	lr := &io.LimitedReader{R: src, N: MaxSize + 1}
+	v, err := pickle.Decode(lr)
+	if lr.N <= 0 {
+		return nil, invalid("larger than %d bytes", int64(MaxSize))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("torchsnapshot: not a PyTorch memory snapshot: %w (%w)", err, gpumem.ErrInvalidValue)
+	}
+	return fromValue(v)
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("torchsnapshot: %s: %w", fmt.Sprintf(format, args...), gpumem.ErrInvalidValue)
+}
+
+func fromValue(v any) (*Snapshot, error) {
+	top, ok := v.(*pickle.Dict)
+	if !ok {
+		return nil, invalid("the pickle holds a %s, not the snapshot's dict", kind(v))
+	}
+	dt, ok := top.Get("device_traces")
+	if !ok {
+		return nil, invalid("no device_traces (record with torch.cuda.memory._record_memory_history before dumping)")
+	}
+	devs, ok := dt.([]any)
+	if !ok {
+		return nil, invalid("device_traces is a %s, not a list", kind(dt))
+	}
+	s := &Snapshot{Devices: make([]DeviceTrace, len(devs)), Settings: map[string]string{}}
+	for d, dv := range devs {
+		list, ok := dv.([]any)
+		if !ok {
+			return nil, invalid("device_traces[%d] is a %s, not a list", d, kind(dv))
+		}
+		entries := make(DeviceTrace, len(list))
+		for i, ev := range list {
+			e, err := entry(ev)
+			if err != nil {
+				return nil, invalid("device_traces[%d][%d]: %v", d, i, err)
+			}
+			entries[i] = e
+		}
+		s.Devices[d] = entries
+	}
+	if segs, ok := top.Get("segments"); ok {
+		if l, ok := segs.([]any); ok {
+			s.Segments = len(l)
+		}
+	}
+	if set, ok := top.Get("allocator_settings"); ok {
+		if m, ok := set.(*pickle.Dict); ok {
+			for i, k := range m.Keys {
+				if ks, ok := k.(string); ok {
+					s.Settings[ks] = text(m.Values[i], 0)
+				}
+			}
+		}
+	}
+	return s, nil
+}
+
+// text formats a settings value as Python prints it: True, None, 1.5,
+// {'1': 0}, [1, 2].
+func text(v any, depth int) string {
+	if depth > 8 {
+		return "..."
+	}
+	switch x := v.(type) {
+	case nil:
+		return "None"
+	case bool:
+		if x {
+			return "True"
+		}
+		return "False"
+	case string:
+		if depth > 0 {
+			return "'" + x + "'"
+		}
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = text(e, depth+1)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case pickle.Tuple:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = text(e, depth+1)
+		}
+		return "(" + strings.Join(parts, ", ") + ")"
+	case *pickle.Dict:
+		parts := make([]string, x.Len())
+		for i := range x.Keys {
+			parts[i] = text(x.Keys[i], depth+1) + ": " + text(x.Values[i], depth+1)
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	}
+	return fmt.Sprint(v)
+}
+
+func kind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "None"
+	case *pickle.Dict:
+		return "dict"
+	case []any:
+		return "list"
+	case pickle.Tuple:
+		return "tuple"
+	case string:
+		return "str"
+	case int64:
+		return "int"
+	case float64:
+		return "float"
+	case bool:
+		return "bool"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func entry(v any) (Entry, error) {
+	m, ok := v.(*pickle.Dict)
+	if !ok {
+		return Entry{}, fmt.Errorf("a %s, not a dict", kind(v))
+	}
+	var e Entry
+	a, ok := m.Get("action")
+	if e.Action, _ = a.(string); !ok || e.Action == "" {
+		return e, errors.New("no action")
+	}
+	field := func(name string, dst *uint64, required bool) error {
+		x, ok := m.Get(name)
+		if !ok {
+			if required {
+				return fmt.Errorf("%s entry without %s", e.Action, name)
+			}
+			return nil
+		}
+		n, ok := x.(int64)
+		if !ok || n < 0 {
+			return fmt.Errorf("%s is %v (%s), not a non-negative int", name, x, kind(x))
+		}
+		*dst = uint64(n)
+		return nil
+	}
+	needed := e.Action == "alloc" || e.Action == "free_requested"
+	for _, f := range []struct {
+		name string
+		dst  *uint64
+	}{{"addr", &e.Addr}, {"size", &e.Size}, {"stream", &e.Stream}} {
+		if err := field(f.name, f.dst, needed); err != nil {
+			return e, err
+		}
+	}
+	return e, nil
+}
+
+// Trace converts device dev's history into a trace, following the rules in
+// the package documentation. The trace passes trace.Validate. Errors match
+// gpumem.ErrInvalidValue and name the device and the entry.
+func (s *Snapshot) Trace(dev int, opts Options) (*trace.Trace, Report, error) {
+	rep := Report{Device: dev, Actions: map[string]int{}, Streams: map[uint64]int{0: 0}}
+	if dev < 0 || dev >= len(s.Devices) {
+		return nil, rep, invalid("device %d: the snapshot has %d devices", dev, len(s.Devices))
+	}
+	entries := s.Devices[dev]
+	rep.Entries = len(entries)
+	streamOf := func(raw uint64) int {
+		if n, ok := rep.Streams[raw]; ok {
+			return n
+		}
+		n := len(rep.Streams)
+		rep.Streams[raw] = n
+		return n
+	}
+	type liveAlloc struct {
+		id   uint64
+		size uint64
+	}
+	live := map[uint64]liveAlloc{}
+	var pre, body []trace.Event
+	nextID := uint64(1)
+	for i, e := range entries {
+		rep.Actions[e.Action]++
+		switch e.Action {
+		case "alloc":
+			if e.Size == 0 {
+				return nil, rep, invalid("device %d entry %d: alloc of 0 bytes", dev, i)
+			}
+			if old, dup := live[e.Addr]; dup {
+				if len(pre) == 0 {
+					return nil, rep, invalid("device %d entry %d: alloc at %#x, which is still allocated", dev, i, e.Addr)
+				}
+				// A truncated history: the free was lost with the
+				// ring's older entries.
+				body = append(body, trace.Event{ID: old.id, Stream: streamOf(e.Stream)})
+				rep.Implicit++
+			}
+			live[e.Addr] = liveAlloc{nextID, e.Size}
+			body = append(body, trace.Event{Alloc: true, ID: nextID, Size: e.Size, Stream: streamOf(e.Stream)})
+			nextID++
+		case "free_requested":
+			st := streamOf(e.Stream)
+			a, ok := live[e.Addr]
+			if !ok {
+				if e.Size == 0 {
+					return nil, rep, invalid("device %d entry %d: free of %#x, never allocated, with no size", dev, i, e.Addr)
+				}
+				// Allocated before the history's oldest entry.
+				a = liveAlloc{nextID, e.Size}
+				nextID++
+				pre = append(pre, trace.Event{Alloc: true, ID: a.id, Size: e.Size, Stream: st})
+			}
+			delete(live, e.Addr)
+			body = append(body, trace.Event{ID: a.id, Stream: st})
+		}
+	}
+	tr := &trace.Trace{Name: opts.Name, Events: append(pre, body...)}
+	st := tr.Stats()
+	rep.Allocations, rep.Frees, rep.Synthetic = st.Pairs, st.Frees, len(pre)
+	rep.LiveAtEnd, rep.PeakRequested = st.LiveAtEnd, st.PeakRequested
+	if err := tr.Validate(); err != nil {
+		return nil, rep, fmt.Errorf("torchsnapshot: the converted trace is invalid: %w", err)
+	}
+	return tr, rep, nil
+}
+
+// String is a one-line summary of the conversion.
+func (r Report) String() string {
+	acts := make([]string, 0, len(r.Actions))
+	for a := range r.Actions {
+		acts = append(acts, a)
+	}
+	sort.Strings(acts)
+	var other []string
+	for _, a := range acts {
+		if a != "alloc" && a != "free_requested" {
+			other = append(other, fmt.Sprintf("%s %d", a, r.Actions[a]))
+		}
+	}
+	implicit := ""
+	if r.Implicit > 0 {
+		implicit = fmt.Sprintf(" (%d implied by a reallocated address)", r.Implicit)
+	}
+	return fmt.Sprintf("device %d: %d history entries -> %d allocations (%d from before the history began), %d frees%s, %d live at the end, %d streams, peak requested %s; not replayed: %v",
+		r.Device, r.Entries, r.Allocations, r.Synthetic, r.Frees, implicit, r.LiveAtEnd, len(r.Streams), gpumem.FormatBytes(r.PeakRequested), other)
+}
