@@ -9,11 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/replay"
 )
 
-// The page is self-contained: inline CSS and SVG drawn here, no scripts, no
-// network.
+// The page is self-contained: inline CSS, SVG drawn here and a small inline
+// script for the hover readout (the chart reads fine without it); no network.
+// After it has set up a chart, the script marks the chart's <svg> with
+// data-drawn="N", the number of curves it found drawn, so that a headless
+// browser can check the page.
 
 const (
 	chartW, chartH           = 960, 340
@@ -28,7 +32,9 @@ const (
 )
 
 type chartView struct {
+	ID       string
 	Title    string
+	Points   template.JS // [[event, reserved, allocated, requested], ...] for the hover readout
 	Result   replay.Result
 	ConfText string
 	SVG      template.HTML
@@ -44,7 +50,7 @@ type pageView struct {
 }
 
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
-	"gib": func(n uint64) string { return fmt.Sprintf("%.2f GiB", float64(n)/gibF) },
+	"gib": gpumem.FormatBytes,
 	"f3":  func(f float64) string { return fmt.Sprintf("%.3f", f) },
 	"f0":  func(f float64) string { return fmt.Sprintf("%.0f", f) },
 	"conf": func(s string) string {
@@ -66,6 +72,7 @@ th{background:#f8f9fa} td.l,th.l{text-align:left}
 .legend span{display:inline-block;margin-right:18px;font-size:13px}
 .sw{display:inline-block;width:22px;height:4px;vertical-align:middle;margin-right:6px}
 svg text{font-size:12px;fill:#495057}
+p.readout{font-size:13px;color:#212529;margin:2px 0 6px;min-height:1.2em;font-variant-numeric:tabular-nums}
 </style></head><body>
 <h1>{{.Title}}</h1>
 <p class="note">Generated {{.Generated}}. Floor: the peak of live requested bytes, which no allocator can go under.
@@ -75,31 +82,67 @@ Overhead: peak reserved / floor. ns/pair: host time per allocation and free.</p>
 {{range .Results}}<tr><td class="l">{{.Trace}}</td><td class="l">{{.Allocator}}</td><td class="l">{{.Backend}}</td><td class="l">{{conf .Conf}}</td><td>{{.Pairs}}</td><td>{{gib .PeakRequested}}</td><td>{{gib .PeakReserved}}</td><td>{{f3 .Overhead}}</td><td>{{.DeviceAllocs}}</td><td>{{.OOMs}}</td><td>{{f0 .NsPerPair}}</td></tr>
 {{end}}</table>
 {{range .Charts}}
-<h2>{{.Title}}</h2>
+<h2 id="{{.ID}}">{{.Title}}</h2>
 <div class="legend"><span><i class="sw" style="background:` + colReserved + `"></i>reserved from the device</span><span><i class="sw" style="background:` + colAlloc + `"></i>allocated (handed out, rounded)</span><span><i class="sw" style="background:` + colRequested + `"></i>requested by the trace (live)</span></div>
-{{.SVG}}
+<div class="chart">{{.SVG}}<p class="readout">Hover over the chart to read the values at an event.</p>
+<script type="application/json" class="points">{{.Points}}</script></div>
 <p class="note">Peak reserved {{gib .Result.PeakReserved}}, floor {{gib .Result.PeakRequested}}, overhead {{f3 .Result.Overhead}}, {{.Result.DeviceAllocs}} device allocations, {{.Result.DeviceFrees}} device frees, {{.Result.OOMs}} OOMs, {{.Result.AllocRetries}} retries, {{f0 .Result.NsPerPair}} ns/pair{{if .Result.Device}}, device {{.Result.Device}}{{end}}.
 {{if eq .Result.Backend "sim"}}<b>Simulated device</b>: memory figures follow the allocator's rules exactly, host times are not a GPU's. {{end}}{{if .Exact}}Each point is the highest value within its interval of {{.Every}} events, so the curves reach the exact peaks.{{else}}Points are sampled every {{.Every}} events; the peaks in the table are exact.{{end}}</p>
 {{end}}
+<script>
+(function(){
+  function fmt(n){var u=["B","KiB","MiB","GiB","TiB"],i=0;while(n>=1024&&i<u.length-1){n/=1024;i++}return (i?n.toFixed(2):n)+" "+u[i]}
+  document.querySelectorAll("div.chart").forEach(function(div){
+    var svg=div.querySelector("svg"),out=div.querySelector("p.readout"),pts=[];
+    try{pts=JSON.parse(div.querySelector("script.points").textContent)}catch(e){}
+    svg.setAttribute("data-drawn",String(svg.querySelectorAll("path.curve").length));
+    if(!pts.length)return;
+    var cur=svg.querySelector("line.cursor"),L=+svg.dataset.left,W=+svg.dataset.width,E=+svg.dataset.events;
+    svg.addEventListener("mousemove",function(ev){
+      var r=svg.getBoundingClientRect(),x=(ev.clientX-r.left)*svg.viewBox.baseVal.width/r.width;
+      var e=(x-L)/W*E,lo=0,hi=pts.length-1;
+      while(lo<hi){var m=(lo+hi)>>1;if(pts[m][0]<e)lo=m+1;else hi=m}
+      if(lo>0&&e-pts[lo-1][0]<pts[lo][0]-e)lo--;
+      var p=pts[lo],cx=L+p[0]/E*W;
+      cur.setAttribute("x1",cx);cur.setAttribute("x2",cx);cur.setAttribute("visibility","visible");
+      out.textContent="event "+p[0]+": reserved "+fmt(p[1])+", allocated "+fmt(p[2])+", requested "+fmt(p[3]);
+    });
+    svg.addEventListener("mouseleave",function(){cur.setAttribute("visibility","hidden")});
+  });
+})();
+</script>
 </body></html>
 `))
 
 func writeHTML(path string, results []replay.Result) error {
 	page := pageView{Generated: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Results: results}
-	var traces, allocs []string
+	var traces, allocs, backends []string
 	for _, r := range results {
 		traces = appendUnique(traces, r.Trace)
 		allocs = appendUnique(allocs, r.Allocator)
+		backends = appendUnique(backends, r.Backend)
 		every := 1
 		if len(r.Timeline) > 1 {
 			every = r.Timeline[1].Event - r.Timeline[0].Event
 		}
+		var pts strings.Builder
+		pts.WriteByte('[')
+		for i, p := range r.Timeline {
+			if i > 0 {
+				pts.WriteByte(',')
+			}
+			fmt.Fprintf(&pts, "[%d,%d,%d,%d]", p.Event, p.Reserved, p.Allocated, p.Requested)
+		}
+		pts.WriteByte(']')
 		page.Charts = append(page.Charts, chartView{
+			ID:     fmt.Sprintf("chart%d", len(page.Charts)+1),
 			Title:  fmt.Sprintf("%s through %s on %s, conf %s", r.Trace, r.Allocator, r.Backend, orDefaults(r.Conf)),
+			Points: template.JS(pts.String()),
 			Result: r, SVG: template.HTML(chartSVG(r)), Exact: r.TimelineExact, Every: every,
 		})
 	}
-	page.Title = fmt.Sprintf("%s: %s through %s", replayPageTitle, strings.Join(traces, ", "), strings.Join(allocs, ", "))
+	page.Title = fmt.Sprintf("%s: %s through %s on %s", replayPageTitle,
+		strings.Join(traces, ", "), strings.Join(allocs, ", "), strings.Join(backends, ", "))
 	var buf bytes.Buffer
 	if err := pageTmpl.Execute(&buf, page); err != nil {
 		return err
@@ -148,16 +191,31 @@ func fmtTick(v, step float64) string {
 	return fmt.Sprintf("%.*f", dec, v)
 }
 
-// chartSVG draws reserved, allocated and requested bytes against event index.
+// byteUnit returns the binary unit in which n bytes read best on an axis.
+func byteUnit(n uint64) (name string, size float64) {
+	switch {
+	case n >= 1<<30:
+		return "GiB", gibF
+	case n >= 1<<20:
+		return "MiB", 1 << 20
+	case n >= 1<<10:
+		return "KiB", 1 << 10
+	}
+	return "bytes", 1
+}
+
+// chartSVG draws reserved, allocated and requested bytes against event index,
+// in the unit that suits the trace's peak.
 func chartSVG(r replay.Result) string {
 	var b strings.Builder
 	pts := r.Timeline
-	var ymax float64
-	xmax := float64(r.Events)
+	var peak uint64 = r.PeakReserved
 	for _, p := range pts {
-		ymax = math.Max(ymax, float64(max(p.Reserved, p.Allocated, p.Requested))/gibF)
+		peak = max(peak, p.Reserved, p.Allocated, p.Requested)
 	}
-	ymax = math.Max(ymax, float64(r.PeakReserved)/gibF)
+	unit, unitF := byteUnit(peak)
+	ymax := float64(peak) / unitF
+	xmax := float64(r.Events)
 	if ymax <= 0 {
 		ymax = 1
 	}
@@ -171,8 +229,9 @@ func chartSVG(r replay.Result) string {
 	px := func(e float64) float64 { return padL + e/xtop*plotW }
 	py := func(g float64) float64 { return padT + plotH - g/ytop*plotH }
 
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="memory timeline">`, chartW, chartH, chartW, chartH)
-	// Grid and y ticks (GiB).
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="memory timeline: reserved, allocated and requested %s against event index" data-left="%d" data-width="%d" data-events="%g">`,
+		chartW, chartH, chartW, chartH, unit, padL, plotW, xtop)
+	// Grid and y ticks.
 	for v := 0.0; v <= ytop+ystep/2; v += ystep {
 		y := py(v)
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s"/>`, padL, y, padL+plotW, y, colGrid)
@@ -187,9 +246,9 @@ func chartSVG(r replay.Result) string {
 	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#868e96"/>`, padL, padT+plotH, padL+plotW, padT+plotH)
 	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#868e96"/>`, padL, padT, padL, padT+plotH)
 	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">event index (allocations and frees in trace order)</text>`, padL+plotW/2, chartH-8)
-	fmt.Fprintf(&b, `<text transform="translate(18 %d) rotate(-90)" text-anchor="middle">GiB</text>`, padT+plotH/2)
+	fmt.Fprintf(&b, `<text transform="translate(18 %d) rotate(-90)" text-anchor="middle">memory (%s)</text>`, padT+plotH/2, unit)
 
-	line := func(get func(replay.Point) uint64, color string, width float64, fill bool) {
+	line := func(name string, get func(replay.Point) uint64, color string, width float64, fill bool) {
 		if len(pts) == 0 {
 			return
 		}
@@ -199,29 +258,30 @@ func chartSVG(r replay.Result) string {
 			if i == 0 {
 				cmd = "M"
 			}
-			fmt.Fprintf(&d, "%s%.1f %.1f", cmd, px(float64(p.Event)), py(float64(get(p))/gibF))
+			fmt.Fprintf(&d, "%s%.1f %.1f", cmd, px(float64(p.Event)), py(float64(get(p))/unitF))
 		}
 		if fill {
 			fmt.Fprintf(&b, `<path d="%sL%.1f %.1fL%.1f %.1fZ" fill="%s" fill-opacity="0.12" stroke="none"/>`,
 				d.String(), px(float64(pts[len(pts)-1].Event)), py(0), px(float64(pts[0].Event)), py(0), color)
 		}
-		fmt.Fprintf(&b, `<path d="%s" fill="none" stroke="%s" stroke-width="%.1f" stroke-linejoin="round"/>`, d.String(), color, width)
+		fmt.Fprintf(&b, `<path class="curve" d="%s" fill="none" stroke="%s" stroke-width="%.1f" stroke-linejoin="round"><title>%s</title></path>`, d.String(), color, width, name)
 	}
-	line(func(p replay.Point) uint64 { return p.Reserved }, colReserved, 2, true)
-	line(func(p replay.Point) uint64 { return p.Allocated }, colAlloc, 3.5, false) // wide: it often lies under "requested"
-	line(func(p replay.Point) uint64 { return p.Requested }, colRequested, 1.2, false)
+	line("reserved", func(p replay.Point) uint64 { return p.Reserved }, colReserved, 2, true)
+	line("allocated", func(p replay.Point) uint64 { return p.Allocated }, colAlloc, 3.5, false) // wide: it often lies under "requested"
+	line("requested", func(p replay.Point) uint64 { return p.Requested }, colRequested, 1.2, false)
 
 	// Mark the peak reserved and the floor.
-	yPeak := py(float64(r.PeakReserved) / gibF)
+	yPeak := py(float64(r.PeakReserved) / unitF)
 	fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-dasharray="4 4"/>`, padL, yPeak, padL+plotW, yPeak, colReserved)
-	fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" style="fill:%s">peak reserved %.2f GiB</text>`, padL+plotW-4, yPeak-5, colReserved, float64(r.PeakReserved)/gibF)
-	yFloor := py(float64(r.PeakRequested) / gibF)
+	fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" style="fill:%s">peak reserved %s</text>`, padL+plotW-4, yPeak-5, colReserved, gpumem.FormatBytes(r.PeakReserved))
+	yFloor := py(float64(r.PeakRequested) / unitF)
 	fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-dasharray="2 4"/>`, padL, yFloor, padL+plotW, yFloor, colRequested)
 	ty := yFloor + 14
 	if math.Abs(yFloor-yPeak) > 18 {
 		ty = yFloor - 5
 	}
-	fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="start" style="fill:%s">floor %.2f GiB</text>`, padL+6, ty, colRequested, float64(r.PeakRequested)/gibF)
+	fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="start" style="fill:%s">floor %s</text>`, padL+6, ty, colRequested, gpumem.FormatBytes(r.PeakRequested))
+	fmt.Fprintf(&b, `<line class="cursor" x1="0" y1="%d" x2="0" y2="%d" stroke="#212529" stroke-width="1" visibility="hidden"/>`, padT, padT+plotH)
 	b.WriteString(`</svg>`)
 	return b.String()
 }
