@@ -5,10 +5,13 @@
 //	gpumem symbols [--backend cuda|hip] [--library PATH] [--json]
 //	gpumem replay  [--backend B] [--allocator caching|asyncpool|managed] [--conf CONF]
 //	               [--sim-capacity BYTES] [--sim-devices N] [--html FILE] [--json] TRACE...
+//	gpumem convert [--device N] [-o OUT] SNAPSHOT
 //
 // info describes the devices a backend sees; symbols resolves a vendor
 // library's symbol table without initialising it; replay runs traces
-// through allocators and compares them. With no trace, replay uses the
+// through allocators and compares them (a PyTorch memory snapshot is
+// accepted wherever a trace is); convert turns a PyTorch memory snapshot
+// into a trace file. With no trace, replay uses the
 // bundled demo trace; with no --allocator (and no backend key in the
 // configuration) it runs every allocator linked in. Its backend defaults to
 // auto: a real GPU if one opens, else the simulator, and it says so.
@@ -46,11 +49,13 @@ commands:
   info      describe the devices a backend sees
   symbols   resolve a vendor library's symbol table (no GPU needed)
   replay    replay allocation traces through the allocators
+  convert   convert a PyTorch memory snapshot into a trace
 
   gpumem info    [--backend B] [--library PATH] [--sim-devices N] [--json]
   gpumem symbols [--backend cuda|hip] [--library PATH] [--json]
   gpumem replay  [--backend B] [--allocator A] [--conf CONF] [--sim-capacity BYTES]
                  [--sim-devices N] [--html FILE] [--json] [TRACE...]
+  gpumem convert [--device N] [-o OUT] SNAPSHOT
 
 Run 'gpumem <command> --help' for a command's flags.
 `
@@ -79,6 +84,8 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		return cmdSymbols(rest, stdout, stderr)
 	case "replay":
 		return cmdReplay(rest, stdout, stderr)
+	case "convert":
+		return cmdConvert(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

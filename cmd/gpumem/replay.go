@@ -215,7 +215,7 @@ func loadTraces(files []string, stderr io.Writer) ([]*trace.Trace, error) {
 	}
 	var out []*trace.Trace
 	for _, f := range files {
-		tr, err := trace.ReadFile(f)
+		tr, err := readTraceOrSnapshot(f, stderr)
 		if err != nil {
 			return nil, err
 		}
