@@ -26,6 +26,7 @@ import (
 const (
 	MaxDepth = 1000     // containers nested within each other, and marks
 	MaxLen   = 64 << 20 // bytes of one string or bytes value
+	MaxItems = 1 << 26  // entries of one list or dict
 )
 
 // ErrMalformed is matched by every decoding error.
@@ -88,6 +89,7 @@ type Error struct {
 	Msg    string
 }
 
+// Error formats the error with its offset.
 func (e *Error) Error() string {
 	if e.Offset < 0 {
 		return "pickle: " + e.Msg
@@ -108,12 +110,13 @@ type decoder struct {
 	stack []any
 	marks []int
 	memo  map[uint64]any
+	items int           // the limit on one container's entries: MaxItems
 	keys  map[*any]bool // tuples already checked as dict keys
 }
 
 // Decode reads one pickle from r, up to and including its STOP opcode.
 func Decode(r io.Reader) (any, error) {
-	d := &decoder{r: bufio.NewReaderSize(r, 64<<10), memo: make(map[uint64]any)}
+	d := &decoder{r: bufio.NewReaderSize(r, 64<<10), memo: make(map[uint64]any), items: MaxItems}
 	return d.run()
 }
 
@@ -276,6 +279,9 @@ func (d *decoder) appendTo(op int64, items []any) error {
 	if !ok {
 		return d.fail(op, "APPEND to a %s", typeName(t))
 	}
+	if len(l.v)+len(items) > d.items {
+		return d.fail(op, "list longer than %d items", d.items)
+	}
 	l.v = append(l.v, items...)
 	return nil
 }
@@ -296,6 +302,9 @@ func (d *decoder) setItems(op int64, items []any) error {
 		k := items[i]
 		if err := d.hashable(k, 0); err != nil {
 			return d.fail(op, "%v", err)
+		}
+		if m.Len() >= d.items {
+			return d.fail(op, "dict longer than %d items", d.items)
 		}
 		if err := m.set(k, items[i+1]); err != nil {
 			return d.fail(op, "%v", err)

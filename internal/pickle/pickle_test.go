@@ -1,6 +1,7 @@
 package pickle
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -190,6 +191,27 @@ func TestHostileInput(t *testing.T) {
 				t.Fatalf("got %v, want an error mentioning %q", err, c.msg)
 			}
 		})
+	}
+}
+
+func TestContainerLimit(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		in   []byte
+		msg  string
+	}{
+		{"list", []byte{']', '(', 'N', 'N', 'N', 'N', 'e', '.'}, "list longer than 3"},
+		{"appends", []byte{']', 'N', 'a', 'N', 'a', 'N', 'a', 'N', 'a', '.'}, "list longer than 3"},
+		{"dict", []byte{'}', '(', 'K', 1, 'N', 'K', 2, 'N', 'K', 3, 'N', 'K', 4, 'N', 'u', '.'}, "dict longer than 3"},
+	} {
+		d := &decoder{r: bufio.NewReader(bytes.NewReader(c.in)), memo: map[uint64]any{}, items: 3}
+		if _, err := d.run(); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: %v, want an error mentioning %q", c.name, err, c.msg)
+		}
+		// Within the limit of the decoder users get, the same input decodes.
+		if _, err := Decode(bytes.NewReader(c.in)); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
 	}
 }
 
