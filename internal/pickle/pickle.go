@@ -163,15 +163,21 @@ func (d *decoder) uint(n int) (uint64, error) {
 }
 
 func (d *decoder) line() (string, error) {
-	s, err := d.r.ReadString('\n')
-	if err != nil {
-		return "", d.fail(d.off, "unexpected end of input in a text argument")
+	var b []byte
+	for {
+		chunk, err := d.r.ReadSlice('\n')
+		b = append(b, chunk...)
+		d.off += int64(len(chunk))
+		if len(b) > MaxLen {
+			return "", d.fail(d.off, "text argument over the limit of %d bytes", MaxLen)
+		}
+		if err == nil {
+			return string(b[:len(b)-1]), nil
+		}
+		if err != bufio.ErrBufferFull {
+			return "", d.fail(d.off, "unexpected end of input in a text argument")
+		}
 	}
-	if len(s) > MaxLen {
-		return "", d.fail(d.off, "text argument over the limit")
-	}
-	d.off += int64(len(s))
-	return strings.TrimSuffix(s, "\n"), nil
 }
 
 func (d *decoder) push(v any) error {
@@ -673,8 +679,11 @@ func (d *decoder) textNumber(op int64, c byte, s string) error {
 	if v, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return d.push(v)
 	}
+	if len(s) > 4096 {
+		return d.fail(op, "integer of %d digits (at most 4096)", len(s))
+	}
 	v, ok := new(big.Int).SetString(s, 10)
-	if !ok || len(s) > 4096 {
+	if !ok {
 		return d.fail(op, "bad integer %q", s)
 	}
 	return d.push(v)

@@ -174,6 +174,8 @@ func TestHostileInput(t *testing.T) {
 		{"unhashable key", []byte{'}', ']', 'K', 1, 's', '.'}, "unhashable"},
 		{"too deep", deep, "nested"},
 		{"too many marks", bytes.Repeat([]byte{'('}, MaxDepth+1), "MARK"},
+		{"long text integer", append(append([]byte{'L'}, bytes.Repeat([]byte{'9'}, 5000)...), '\n', '.'), "5000 digits"},
+		{"text without newline", append([]byte{'I'}, bytes.Repeat([]byte{'1'}, 100000)...), "end of input"},
 		{"protocol 6", []byte{0x80, 6, 'N', '.'}, "protocol 6"},
 		{"shared tuples", doubling, ""},
 		{"shared tuple key", sharedKey, ""},
