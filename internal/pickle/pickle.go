@@ -87,6 +87,7 @@ func (d *Dict) set(k, v any) error {
 type Error struct {
 	Offset int64
 	Msg    string
+	Err    error // the reader's error, when reading failed; nil for malformed input
 }
 
 // Error formats the error with its offset.
@@ -97,8 +98,15 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("pickle: at byte %d: %s", e.Offset, e.Msg)
 }
 
-// Unwrap makes the error match ErrMalformed.
-func (e *Error) Unwrap() error { return ErrMalformed }
+// Unwrap returns the reader's error when reading failed, else ErrMalformed:
+// input that ends early or breaks the format matches ErrMalformed, a failing
+// reader matches its own error.
+func (e *Error) Unwrap() error {
+	if e.Err != nil {
+		return e.Err
+	}
+	return ErrMalformed
+}
 
 type markT struct{}
 
@@ -120,6 +128,15 @@ func Decode(r io.Reader) (any, error) {
 	return d.run()
 }
 
+// readFail reports a read error: the end of input as malformed (the pickle
+// is truncated), any other error as itself.
+func (d *decoder) readFail(err error, what string) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return d.fail(d.off, "unexpected end of input%s", what)
+	}
+	return &Error{Offset: d.off, Msg: "read: " + err.Error(), Err: err}
+}
+
 func (d *decoder) fail(op int64, format string, args ...any) error {
 	return &Error{Offset: op, Msg: fmt.Sprintf(format, args...)}
 }
@@ -127,7 +144,7 @@ func (d *decoder) fail(op int64, format string, args ...any) error {
 func (d *decoder) byte1() (byte, error) {
 	c, err := d.r.ReadByte()
 	if err != nil {
-		return 0, d.fail(d.off, "unexpected end of input")
+		return 0, d.readFail(err, "")
 	}
 	d.off++
 	return c, nil
@@ -143,7 +160,7 @@ func (d *decoder) bytesN(n uint64) ([]byte, error) {
 		start := len(b)
 		b = append(b, make([]byte, chunk)...)
 		if _, err := io.ReadFull(d.r, b[start:]); err != nil {
-			return nil, d.fail(d.off, "unexpected end of input in a %d-byte value", n)
+			return nil, d.readFail(err, fmt.Sprintf(" in a %d-byte value", n))
 		}
 		d.off += int64(chunk)
 	}
@@ -175,7 +192,7 @@ func (d *decoder) line() (string, error) {
 			return string(b[:len(b)-1]), nil
 		}
 		if err != bufio.ErrBufferFull {
-			return "", d.fail(d.off, "unexpected end of input in a text argument")
+			return "", d.readFail(err, " in a text argument")
 		}
 	}
 }

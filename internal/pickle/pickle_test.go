@@ -231,3 +231,30 @@ func ExampleDecode() {
 	fmt.Println(action, size)
 	// Output: alloc 512
 }
+
+// failingReader returns its bytes, then err.
+type failingReader struct {
+	b   []byte
+	err error
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if len(f.b) == 0 {
+		return 0, f.err
+	}
+	n := copy(p, f.b)
+	f.b = f.b[n:]
+	return n, nil
+}
+
+func TestReaderFailure(t *testing.T) {
+	cause := errors.New("disk on fire")
+	_, err := Decode(&failingReader{b: []byte{0x80, 4, '}', 0x8c, 10, 'a'}, err: cause})
+	if !errors.Is(err, cause) || errors.Is(err, ErrMalformed) {
+		t.Fatalf("a failing reader gave %v: want its error, not ErrMalformed", err)
+	}
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Offset != 5 {
+		t.Fatalf("%#v: want an *Error at offset 5, where the value begins", err)
+	}
+}

@@ -33,6 +33,7 @@ package torchsnapshot
 import (
 	"bufio"
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -136,7 +137,7 @@ func Read(r io.Reader) (*Snapshot, error) {
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, invalid("gzip: %v", err)
+			return nil, readError("gzip", err)
 		}
 		defer zr.Close()
 		src = zr
@@ -147,9 +148,24 @@ func Read(r io.Reader) (*Snapshot, error) {
 		return nil, invalid("larger than %d bytes", int64(MaxSize))
 	}
 	if err != nil {
+		var pe *pickle.Error
+		if errors.As(err, &pe) && pe.Err != nil {
+			return nil, readError(fmt.Sprintf("at byte %d", pe.Offset), pe.Err)
+		}
 		return nil, fmt.Errorf("torchsnapshot: not a PyTorch memory snapshot: %w (%w)", err, gpumem.ErrInvalidValue)
 	}
 	return fromValue(v)
+}
+
+// readError wraps a failure to read: corrupt compressed data matches
+// gpumem.ErrInvalidValue, a failing reader only its own error.
+func readError(where string, err error) error {
+	var ce flate.CorruptInputError
+	if errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ce) {
+		return fmt.Errorf("torchsnapshot: corrupt gzip data (%s): %w: %w", where, err, gpumem.ErrInvalidValue)
+	}
+	return fmt.Errorf("torchsnapshot: read (%s): %w", where, err)
 }
 
 func invalid(format string, args ...any) error {

@@ -256,3 +256,44 @@ func TestNameOf(t *testing.T) {
 		}
 	}
 }
+
+type failingReader struct {
+	b   []byte
+	err error
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if len(f.b) == 0 {
+		return 0, f.err
+	}
+	n := copy(p, f.b)
+	f.b = f.b[n:]
+	return n, nil
+}
+
+func TestReadFailures(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "train.pickle.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupt := append([]byte(nil), raw...)
+	for i := 20; i < 200; i++ {
+		corrupt[i] ^= 0x5a
+	}
+	for name, in := range map[string][]byte{
+		"truncated gzip":   raw[:len(raw)/2],
+		"corrupt gzip":     corrupt,
+		"gzip header only": raw[:5],
+	} {
+		if _, err := Read(bytes.NewReader(in)); !errors.Is(err, gpumem.ErrInvalidValue) {
+			t.Errorf("%s: %v, want ErrInvalidValue", name, err)
+		}
+	}
+	cause := errors.New("disk on fire")
+	for name, in := range map[string][]byte{"plain": []byte("\x80\x04}(" + str("device_traces")), "gzip": raw[:len(raw)/2]} {
+		_, err := Read(&failingReader{b: in, err: cause})
+		if !errors.Is(err, cause) || errors.Is(err, gpumem.ErrInvalidValue) {
+			t.Errorf("%s: a failing reader gave %v: want its error, not ErrInvalidValue", name, err)
+		}
+	}
+}
