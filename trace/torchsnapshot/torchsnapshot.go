@@ -186,10 +186,19 @@ func fromValue(v any) (*Snapshot, error) {
 		return nil, invalid("device_traces is a %s, not a list", kind(dt))
 	}
 	s := &Snapshot{Devices: make([]DeviceTrace, len(devs)), Settings: map[string]string{}}
+	seen := map[*any]int{} // each device's list, by its first element
 	for d, dv := range devs {
 		list, ok := dv.([]any)
 		if !ok {
 			return nil, invalid("device_traces[%d] is a %s, not a list", d, kind(dv))
+		}
+		if len(list) > 0 {
+			// A pickle can share one list between devices; converting it
+			// once per device would make the work quadratic in the input.
+			if o, dup := seen[&list[0]]; dup {
+				return nil, invalid("device_traces[%d] is the same list as device_traces[%d]", d, o)
+			}
+			seen[&list[0]] = d
 		}
 		entries := make(DeviceTrace, len(list))
 		for i, ev := range list {
@@ -210,7 +219,7 @@ func fromValue(v any) (*Snapshot, error) {
 		if m, ok := set.(*pickle.Dict); ok {
 			for i, k := range m.Keys {
 				if ks, ok := k.(string); ok {
-					s.Settings[ks] = text(m.Values[i], 0)
+					s.Settings[ks] = text(m.Values[i])
 				}
 			}
 		}
@@ -218,47 +227,69 @@ func fromValue(v any) (*Snapshot, error) {
 	return s, nil
 }
 
+// maxSettingText bounds the text of one allocator setting: shared
+// sub-structures could otherwise make it exponentially long.
+const maxSettingText = 4096
+
 // text formats a settings value as Python prints it: True, None, 1.5,
-// {'1': 0}, [1, 2].
-func text(v any, depth int) string {
+// {'1': 0}, [1, 2]; cut with "..." past maxSettingText bytes.
+func text(v any) string {
+	var b strings.Builder
+	writeText(&b, v, 0)
+	if b.Len() > maxSettingText {
+		return b.String()[:maxSettingText] + "..."
+	}
+	return b.String()
+}
+
+func writeText(b *strings.Builder, v any, depth int) {
+	if b.Len() > maxSettingText {
+		return
+	}
 	if depth > 8 {
-		return "..."
+		b.WriteString("...")
+		return
+	}
+	seq := func(open, close string, n int, item func(i int)) {
+		b.WriteString(open)
+		for i := 0; i < n && b.Len() <= maxSettingText; i++ {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			item(i)
+		}
+		b.WriteString(close)
 	}
 	switch x := v.(type) {
 	case nil:
-		return "None"
+		b.WriteString("None")
 	case bool:
 		if x {
-			return "True"
+			b.WriteString("True")
+		} else {
+			b.WriteString("False")
 		}
-		return "False"
 	case string:
 		if depth > 0 {
-			return "'" + x + "'"
+			b.WriteString("'" + x + "'")
+		} else {
+			b.WriteString(x)
 		}
-		return x
 	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64)
+		b.WriteString(strconv.FormatFloat(x, 'g', -1, 64))
 	case []any:
-		parts := make([]string, len(x))
-		for i, e := range x {
-			parts[i] = text(e, depth+1)
-		}
-		return "[" + strings.Join(parts, ", ") + "]"
+		seq("[", "]", len(x), func(i int) { writeText(b, x[i], depth+1) })
 	case pickle.Tuple:
-		parts := make([]string, len(x))
-		for i, e := range x {
-			parts[i] = text(e, depth+1)
-		}
-		return "(" + strings.Join(parts, ", ") + ")"
+		seq("(", ")", len(x), func(i int) { writeText(b, x[i], depth+1) })
 	case *pickle.Dict:
-		parts := make([]string, x.Len())
-		for i := range x.Keys {
-			parts[i] = text(x.Keys[i], depth+1) + ": " + text(x.Values[i], depth+1)
-		}
-		return "{" + strings.Join(parts, ", ") + "}"
+		seq("{", "}", x.Len(), func(i int) {
+			writeText(b, x.Keys[i], depth+1)
+			b.WriteString(": ")
+			writeText(b, x.Values[i], depth+1)
+		})
+	default:
+		fmt.Fprint(b, v)
 	}
-	return fmt.Sprint(v)
 }
 
 func kind(v any) string {

@@ -297,3 +297,34 @@ func TestReadFailures(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedStructures: a pickle can make one list appear many times; the
+// decoder must not do work per appearance.
+func TestSharedStructures(t *testing.T) {
+	// device_traces = [L, L]: refused, as converting each would be
+	// quadratic in the input.
+	entry := "}(" + str("action") + str("alloc") + str("addr") + "K\x40" + str("size") + "M\x00\x02" + str("stream") + "K\x00u"
+	in := pk("}(", str("device_traces"), "](](", entry, "e\x94h\x00e", "u")
+	if _, err := Read(bytes.NewReader(in)); !errors.Is(err, gpumem.ErrInvalidValue) || !strings.Contains(err.Error(), "same list") {
+		t.Errorf("a history shared by two devices: %v", err)
+	}
+	// allocator_settings = {'x': A8} where A(k) = [A(k-1)] * 50: 50^8
+	// leaves if printed in full.
+	var b strings.Builder
+	b.WriteString("K\x01\x94")
+	for k := 1; k <= 8; k++ {
+		b.WriteString("](")
+		for i := 0; i < 50; i++ {
+			b.WriteString("h" + string(rune(k-1)))
+		}
+		b.WriteString("e\x940")
+	}
+	in = pk(b.String(), "0}(", str("device_traces"), "]", str("allocator_settings"), "}", str("x"), "h\x08su")
+	s, err := Read(bytes.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := s.Settings["x"]; len(x) > maxSettingText+3 || !strings.HasPrefix(x, "[[[[[[[[1, 1,") || !strings.HasSuffix(x, "...") {
+		t.Errorf("setting of %d bytes: %.60q", len(x), x)
+	}
+}
