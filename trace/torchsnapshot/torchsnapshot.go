@@ -1,8 +1,7 @@
 // Package torchsnapshot reads the memory snapshots that PyTorch writes with
-// torch.cuda.memory._dump_snapshot (a pickle of plain data) and turns a
-// device's recorded history into a gpumem trace, so that a PyTorch
-// program's own allocation sequence can be replayed through every gpumem
-// allocator.
+// torch.cuda.memory._dump_snapshot and turns a device's recorded history
+// into a gpumem trace, so that a PyTorch program's own allocation sequence
+// can be replayed through every gpumem allocator.
 //
 // Record a snapshot in the PyTorch program:
 //
@@ -10,24 +9,46 @@
 //	... the work to study ...
 //	torch.cuda.memory._dump_snapshot("run.pickle")
 //
-// Conversion rules. The snapshot's device_traces[d] lists the allocator's
-// actions on device d in order. An "alloc" entry becomes an allocation of
-// its size (the size the program asked for, before rounding) on its stream;
-// a "free_requested" entry becomes the free of the live allocation at its
-// address. Allocations are matched to frees by address, which PyTorch
-// reuses once memory is freed. The history is a ring of max_entries: a free
-// of an address never seen allocated was allocated before the ring's
-// oldest entry, and becomes an allocation placed at the start of the trace
-// (its size and stream from the free). Allocations still live at the end
-// stay live. An allocation at an address that is still live is malformed,
-// except in a history known to be truncated (one that needed allocations
-// from before it began), where the older allocation is taken as freed just
-// before (Report.Implicit counts these). The other actions (free_completed, segment_alloc, segment_free,
-// segment_map, segment_unmap, snapshot, oom, ...) describe what PyTorch's
-// allocator did, not what the program asked for; they are counted in the
-// Report. Streams are renumbered: the legacy default stream (0) stays 0,
-// the others are numbered from 1 in order of first appearance. Python stack
-// frames, if recorded, are ignored.
+// # What is read
+//
+// A snapshot is a Python pickle of plain data, plain or gzip-compressed. It
+// is decoded by a reader that accepts dicts, lists, tuples, strings, bytes,
+// numbers, booleans and None only: a pickle that would import a module or
+// build an object is refused, never executed. Of the top-level dict, Read
+// keeps device_traces (each device's history: action, addr, size, stream
+// per entry; time_us, frames and the rest are ignored), the number of
+// segments, and allocator_settings as text. Input is capped at MaxSize
+// bytes after decompression.
+//
+// # Conversion rules
+//
+//   - device_traces[d] lists the allocator's actions on device d, oldest
+//     first. An "alloc" entry becomes an allocation of its size (the size
+//     the program asked for, before PyTorch's rounding) on its stream; a
+//     "free_requested" entry becomes the free of the live allocation at its
+//     address. Addresses are reused once freed, so allocations are matched
+//     to frees by address among the live ones.
+//   - The other actions (free_completed, segment_alloc, segment_free,
+//     segment_map, segment_unmap, snapshot, oom, ...) describe what
+//     PyTorch's allocator did, not what the program asked for: they are
+//     counted in the Report by name, not replayed.
+//   - The history is a ring of max_entries, which drops the oldest entries.
+//     A free of an address never seen allocated was allocated before the
+//     ring's oldest entry: it becomes an allocation placed at the start of
+//     the trace, with the free's size and stream (Report.Synthetic). In
+//     such a truncated history an allocation at an address still live ends
+//     the older allocation just before (Report.Implicit); in a complete
+//     history it is an error.
+//   - Allocations still live at the end stay live.
+//   - Streams are renumbered: the legacy default stream (0) stays 0, the
+//     others are numbered 1, 2, ... in order of first appearance
+//     (Report.Streams).
+//   - The trace is named by Options.Name; NameOf gives a file's base name
+//     without .gz and .pickle. The trace passes trace.Validate.
+//
+// Malformed input (not a pickle, a wrong top-level shape, missing fields,
+// wrong types, negative sizes) is an error matching gpumem.ErrInvalidValue
+// that names the field, the device and the entry index.
 package torchsnapshot
 
 import (
@@ -50,7 +71,7 @@ import (
 )
 
 // MaxSize is the largest snapshot, after decompression, that Read accepts.
-const MaxSize = 4 << 30
+const MaxSize = 4 << 30 // 4 GiB
 
 // Entry is one action of a device's recorded history.
 type Entry struct {
