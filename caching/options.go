@@ -86,11 +86,13 @@ type Options struct {
 	// would otherwise raise the reserved high-water mark. PyTorch frees cached
 	// memory only when the device is out of memory.
 	ReleaseBeforeGrow bool
-	// GrowthSlack, with ReleaseBeforeGrow, lets reserved memory grow without
-	// releasing cached memory while it stays within this fraction over the
-	// allocated high-water mark: fewer synchronizing frees, at a bounded
-	// cost in footprint. 0: release whenever reserved memory would pass its
-	// own high-water mark.
+	// GrowthSlack, with ReleaseBeforeGrow, lets reserved memory grow by new
+	// regular segments without releasing cached memory while it stays within
+	// this fraction over the allocated high-water mark: fewer synchronizing
+	// frees, at a bounded cost in footprint. 0: release whenever reserved
+	// memory would pass its own high-water mark. Expandable segments ignore
+	// it: unmapping a free chunk is cheap, and keeping their footprint at
+	// the high-water mark is what they are for.
 	GrowthSlack float64
 	// HistorySize is the number of memory history entries kept per device
 	// (a ring); 0 records none.
