@@ -39,16 +39,44 @@ type Tuple []any
 type Dict struct {
 	Keys   []any
 	Values []any
-	index  map[any]int // hashable keys (strings, numbers, bools, nil)
+	index  map[any]int // scalar keys (strings, numbers, bools, nil) of large dicts
+}
+
+// smallDict is the size up to which a dict finds keys by scanning, without
+// an index: most dicts of a snapshot have a few keys.
+const smallDict = 16
+
+func scalar(k any) bool {
+	switch k.(type) {
+	case nil, bool, int64, float64, string:
+		return true
+	}
+	return false
+}
+
+// find returns the position of scalar key k, or -1.
+func (d *Dict) find(k any) int {
+	if d.index != nil {
+		if i, ok := d.index[k]; ok {
+			return i
+		}
+		return -1
+	}
+	for i, key := range d.Keys {
+		if scalar(key) && key == k {
+			return i
+		}
+	}
+	return -1
 }
 
 // Get returns the value of key k (a string, int64, float64, bool or nil)
 // and whether it is present.
 func (d *Dict) Get(k any) (any, bool) {
-	if d == nil {
+	if d == nil || !scalar(k) {
 		return nil, false
 	}
-	if i, ok := d.index[k]; ok {
+	if i := d.find(k); i >= 0 {
 		return d.Values[i], true
 	}
 	return nil, false
@@ -65,14 +93,23 @@ func (d *Dict) Len() int {
 func (d *Dict) set(k, v any) error {
 	switch k.(type) {
 	case nil, bool, int64, float64, string:
-		if d.index == nil {
-			d.index = make(map[any]int)
-		}
-		if i, ok := d.index[k]; ok {
+		if i := d.find(k); i >= 0 {
 			d.Values[i] = v
 			return nil
 		}
-		d.index[k] = len(d.Keys)
+		if d.index != nil {
+			d.index[k] = len(d.Keys)
+		} else if len(d.Keys) == smallDict {
+			d.index = make(map[any]int, 2*smallDict)
+			for i, key := range d.Keys {
+				if scalar(key) {
+					if _, dup := d.index[key]; !dup {
+						d.index[key] = i
+					}
+				}
+			}
+			d.index[k] = len(d.Keys)
+		}
 	case Tuple, *big.Int, []byte:
 		// Kept in order; not indexed (Get looks up scalar keys only).
 	default:
@@ -117,14 +154,14 @@ type decoder struct {
 	off   int64
 	stack []any
 	marks []int
-	memo  map[uint64]any
+	memo  memo
 	items int           // the limit on one container's entries: MaxItems
 	keys  map[*any]bool // tuples already checked as dict keys
 }
 
 // Decode reads one pickle from r, up to and including its STOP opcode.
 func Decode(r io.Reader) (any, error) {
-	d := &decoder{r: bufio.NewReaderSize(r, 64<<10), memo: make(map[uint64]any), items: MaxItems}
+	d := &decoder{r: bufio.NewReaderSize(r, 64<<10), items: MaxItems}
 	return d.run()
 }
 
@@ -223,12 +260,19 @@ func (d *decoder) top(op int64) (any, error) {
 
 // popMark returns the values pushed since the last MARK and removes them.
 func (d *decoder) popMark(op int64) ([]any, error) {
+	items, err := d.popMarkView(op)
+	return append([]any(nil), items...), err
+}
+
+// popMarkView is popMark without the copy: the values stay valid until the
+// next push.
+func (d *decoder) popMarkView(op int64) ([]any, error) {
 	if len(d.marks) == 0 {
 		return nil, d.fail(op, "no MARK to pop to")
 	}
 	m := d.marks[len(d.marks)-1]
 	d.marks = d.marks[:len(d.marks)-1]
-	items := append([]any(nil), d.stack[m:]...)
+	items := d.stack[m:]
 	d.stack = d.stack[:m]
 	return items, nil
 }
@@ -238,15 +282,61 @@ func (d *decoder) putMemo(op int64, k uint64) error {
 	if err != nil {
 		return err
 	}
-	if uint64(len(d.memo)) > uint64(d.off) { // at most one entry per input byte
+	if uint64(d.memo.n) > uint64(d.off) { // at most one entry per input byte
 		return d.fail(op, "memo larger than the input")
 	}
-	d.memo[k] = v
+	d.memo.put(k, v, d.off)
 	return nil
 }
 
+// memo holds the values PUT and MEMOIZE saved: keys up to the input offset
+// in a slice (MEMOIZE numbers them 0, 1, 2, ...), others in a map, so its
+// size is bounded by the input either way.
+type memo struct {
+	dense  []any
+	sparse map[uint64]any
+	n      int // keys set
+}
+
+type unsetT struct{}
+
+func (m *memo) put(k uint64, v any, off int64) {
+	if k < uint64(len(m.dense)) {
+		if _, unset := m.dense[k].(unsetT); unset {
+			m.n++
+		}
+		m.dense[k] = v
+		return
+	}
+	if k <= uint64(off) && m.sparse == nil {
+		for uint64(len(m.dense)) < k {
+			m.dense = append(m.dense, unsetT{})
+		}
+		m.dense = append(m.dense, v)
+		m.n++
+		return
+	}
+	if m.sparse == nil {
+		m.sparse = make(map[uint64]any)
+	}
+	if _, ok := m.sparse[k]; !ok {
+		m.n++
+	}
+	m.sparse[k] = v
+}
+
+func (m *memo) get(k uint64) (any, bool) {
+	if k < uint64(len(m.dense)) {
+		v := m.dense[k]
+		_, unset := v.(unsetT)
+		return v, !unset
+	}
+	v, ok := m.sparse[k]
+	return v, ok
+}
+
 func (d *decoder) getMemo(op int64, k uint64) error {
-	v, ok := d.memo[k]
+	v, ok := d.memo.get(k)
 	if !ok {
 		return d.fail(op, "memo key %d not set", k)
 	}
@@ -320,6 +410,10 @@ func (d *decoder) setItems(op int64, items []any) error {
 	m, ok := t.(*Dict)
 	if !ok {
 		return d.fail(op, "SETITEM on a %s", typeName(t))
+	}
+	if n := len(items) / 2; n > 1 && m.Len() == 0 && n <= d.items {
+		m.Keys = make([]any, 0, n)
+		m.Values = make([]any, 0, n)
 	}
 	for i := 0; i < len(items); i += 2 {
 		k := items[i]
@@ -471,7 +565,7 @@ func (d *decoder) run() (any, error) {
 				return nil, err
 			}
 		case '1': // POP_MARK
-			if _, err := d.popMark(op); err != nil {
+			if _, err := d.popMarkView(op); err != nil {
 				return nil, err
 			}
 		case '2': // DUP
@@ -608,7 +702,7 @@ func (d *decoder) run() (any, error) {
 			}
 		case 'e': // APPENDS
 			var items []any
-			if items, err = d.popMark(op); err == nil {
+			if items, err = d.popMarkView(op); err == nil {
 				err = d.appendTo(op, items)
 			}
 		case 's': // SETITEM
@@ -620,11 +714,11 @@ func (d *decoder) run() (any, error) {
 			}
 		case 'u': // SETITEMS
 			var items []any
-			if items, err = d.popMark(op); err == nil {
+			if items, err = d.popMarkView(op); err == nil {
 				err = d.setItems(op, items)
 			}
 		case 0x94: // MEMOIZE
-			err = d.putMemo(op, uint64(len(d.memo)))
+			err = d.putMemo(op, uint64(d.memo.n))
 		case 'q': // BINPUT
 			var k uint64
 			if k, err = d.uint(1); err == nil {

@@ -206,7 +206,7 @@ func TestContainerLimit(t *testing.T) {
 		{"appends", []byte{']', 'N', 'a', 'N', 'a', 'N', 'a', 'N', 'a', '.'}, "list longer than 3"},
 		{"dict", []byte{'}', '(', 'K', 1, 'N', 'K', 2, 'N', 'K', 3, 'N', 'K', 4, 'N', 'u', '.'}, "dict longer than 3"},
 	} {
-		d := &decoder{r: bufio.NewReader(bytes.NewReader(c.in)), memo: map[uint64]any{}, items: 3}
+		d := &decoder{r: bufio.NewReader(bytes.NewReader(c.in)), items: 3}
 		if _, err := d.run(); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%s: %v, want an error mentioning %q", c.name, err, c.msg)
 		}
@@ -256,5 +256,55 @@ func TestReaderFailure(t *testing.T) {
 	var pe *Error
 	if !errors.As(err, &pe) || pe.Offset != 5 {
 		t.Fatalf("%#v: want an *Error at offset 5, where the value begins", err)
+	}
+}
+
+func TestDictKeys(t *testing.T) {
+	for _, n := range []int{3, smallDict, smallDict + 5, 100} {
+		// {0: 0, 1: 1, ..., n-1: n-1}, then every key set again to -1 and
+		// a tuple key (1, 2) added.
+		in := []byte{'}'}
+		for i := 0; i < n; i++ {
+			in = append(in, 'K', byte(i), 'K', byte(i), 's')
+		}
+		for i := 0; i < n; i++ {
+			in = append(in, 'K', byte(i), 'J', 0xff, 0xff, 0xff, 0xff, 's')
+		}
+		in = append(in, 'K', 1, 'K', 2, 0x86, 'N', 's', '.')
+		v, err := Decode(bytes.NewReader(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := v.(*Dict)
+		if d.Len() != n+1 {
+			t.Errorf("n=%d: %d keys", n, d.Len())
+		}
+		for i := 0; i < n; i++ {
+			if got, ok := d.Get(int64(i)); !ok || got != int64(-1) {
+				t.Errorf("n=%d: Get(%d) = %v, %v", n, i, got, ok)
+			}
+		}
+		if _, ok := d.Get(int64(n)); ok {
+			t.Errorf("n=%d: Get of a missing key found it", n)
+		}
+		if _, ok := d.Get(Tuple{int64(1), int64(2)}); ok {
+			t.Errorf("n=%d: Get of a tuple key (not looked up) found it", n)
+		}
+	}
+}
+
+func TestMemoKeys(t *testing.T) {
+	// BINPUT 7 and LONG_BINPUT 4e9 (beyond the input: kept aside), then
+	// both fetched into a tuple.
+	in := []byte{'K', 1, 'q', 7, 'K', 2, 'r', 0x00, 0x28, 0x6b, 0xee, 'h', 7, 'j', 0x00, 0x28, 0x6b, 0xee, 0x86, '.'}
+	v, err := Decode(bytes.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tu, ok := v.(Tuple); !ok || len(tu) != 2 || tu[0] != int64(1) || tu[1] != int64(2) {
+		t.Fatalf("got %v", v)
+	}
+	if _, err := Decode(bytes.NewReader([]byte{'K', 1, 'q', 7, 'h', 6, '.'})); err == nil || !strings.Contains(err.Error(), "memo key 6") {
+		t.Fatalf("a gap in the memo: %v", err)
 	}
 }
