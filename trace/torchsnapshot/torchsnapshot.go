@@ -374,7 +374,8 @@ func entry(v any) (Entry, error) {
 
 // Trace converts device dev's history into a trace, following the rules in
 // the package documentation. The trace passes trace.Validate. Errors match
-// gpumem.ErrInvalidValue and name the device and the entry.
+// gpumem.ErrInvalidValue and name the device and the entry. Trace only reads
+// s: goroutines may convert one snapshot at once.
 func (s *Snapshot) Trace(dev int, opts Options) (*trace.Trace, Report, error) {
 	rep := Report{Device: dev, Actions: map[string]int{}, Streams: map[uint64]int{0: 0}}
 	if dev < 0 || dev >= len(s.Devices) {

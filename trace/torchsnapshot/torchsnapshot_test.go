@@ -328,3 +328,43 @@ func TestSharedStructures(t *testing.T) {
 		t.Errorf("setting of %d bytes: %.60q", len(x), x)
 	}
 }
+
+// TestConcurrentTrace: a Snapshot is only read by Trace, so goroutines may
+// convert it at once (run under -race).
+func TestConcurrentTrace(t *testing.T) {
+	s, err := ReadFile(filepath.Join("testdata", "context.pickle.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			tr, _, err := s.Trace(0, Options{})
+			if err == nil && tr.Stats().Pairs != 482 {
+				err = fmt.Errorf("%d allocations, want 482", tr.Stats().Pairs)
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func ExampleRead() {
+	f, err := os.Open(filepath.Join("testdata", "expandable.pickle.gz"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer f.Close()
+	s, err := Read(f)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(len(s.Devices), "device;", len(s.Devices[0]), "history entries; recorded with", s.Settings["PYTORCH_CUDA_ALLOC_CONF"])
+	// Output: 1 device; 1951 history entries; recorded with expandable_segments:True
+}
