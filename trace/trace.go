@@ -187,6 +187,9 @@ func parseLine(line []byte) (ev Event, skip bool, reason string) {
 		for j < len(line) && line[j] != ' ' && line[j] != '\t' && line[j] != '\r' && line[j] != '\n' {
 			j++
 		}
+		if n == 0 && line[i] == '#' {
+			return ev, true, "" // a comment, however many words it has
+		}
 		if n == len(f) {
 			return ev, false, "trailing garbage after the event"
 		}
@@ -194,7 +197,7 @@ func parseLine(line []byte) (ev Event, skip bool, reason string) {
 		n++
 		i = j
 	}
-	if n == 0 || f[0][0] == '#' {
+	if n == 0 {
 		return ev, true, ""
 	}
 	var want int

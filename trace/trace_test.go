@@ -18,6 +18,8 @@ a 2 300 1
 f 1 0
 
 # a comment
+# recorded by a PyTorch program: a comment of more than five words
+	#indented, and glued to its hash
 a 3 50 0
 f 2 0
 `
