@@ -12,7 +12,7 @@
 // through allocators and compares them (a PyTorch memory snapshot is
 // accepted wherever a trace is); convert turns a PyTorch memory snapshot
 // into a trace file. With no trace, replay uses the
-// bundled demo trace; with no --allocator (and no backend key in the
+// bundled trace (recorded from PyTorch); with no --allocator (and no backend key in the
 // configuration) it runs every allocator linked in. Its backend defaults to
 // auto: a real GPU if one opens, else the simulator, and it says so.
 //

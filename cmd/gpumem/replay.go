@@ -13,7 +13,6 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/config"
-	"github.com/gpumem/gpumem/internal/demotrace"
 	"github.com/gpumem/gpumem/replay"
 	"github.com/gpumem/gpumem/trace"
 )
@@ -23,8 +22,8 @@ const replayUsage = `usage: gpumem replay [--backend cuda|hip|sim|auto] [--alloc
                      [TRACE...]
 `
 
-// demoTracePath is the bundled demo trace, relative to the repository root.
-var demoTracePath = filepath.Join("testdata", "demo.trace.gz")
+// bundledTracePath is the bundled trace, relative to the repository root.
+var bundledTracePath = filepath.Join("testdata", "pytorch-gpt.trace.gz")
 
 func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("replay", replayUsage, stderr)
@@ -201,17 +200,16 @@ func isSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-// loadTraces reads the named traces, or the bundled demo trace when none is
-// named (the file in the repository when run from its root, else the same
-// trace generated in memory).
+// loadTraces reads the named traces (or PyTorch snapshots), or the bundled
+// trace when none is named.
 func loadTraces(files []string, stderr io.Writer) ([]*trace.Trace, error) {
 	if len(files) == 0 {
-		if tr, err := trace.ReadFile(demoTracePath); err == nil {
-			fmt.Fprintf(stderr, "gpumem: no trace given: replaying the bundled demo trace %s (synthetic: a model of a training loop)\n", demoTracePath)
-			return []*trace.Trace{tr}, nil
+		tr, err := trace.ReadFile(bundledTracePath)
+		if err != nil {
+			return nil, fmt.Errorf("gpumem: no trace given, and the bundled trace cannot be read (%w): run from the repository's root, or name a trace or a PyTorch snapshot", err)
 		}
-		fmt.Fprintln(stderr, "gpumem: no trace given: replaying the built-in demo trace (synthetic: a model of a training loop)")
-		return []*trace.Trace{demotrace.Generate(demotrace.Default)}, nil
+		fmt.Fprintf(stderr, "gpumem: no trace given: replaying the bundled trace %s (recorded from a real PyTorch training run; see testdata/README.md)\n", bundledTracePath)
+		return []*trace.Trace{tr}, nil
 	}
 	var out []*trace.Trace
 	for _, f := range files {

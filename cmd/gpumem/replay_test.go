@@ -154,25 +154,26 @@ func TestReplayOOMIsCounted(t *testing.T) {
 	}
 }
 
-func TestReplayDemoTrace(t *testing.T) {
+func TestReplayBundledTrace(t *testing.T) {
 	withFake(t, newFakeGPU(1, 140<<30))
-	// Run from elsewhere: the demo trace is generated in memory.
+	// Run from elsewhere: the bundled file is not there, and the error says
+	// what to do.
+	code, _, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--json")
+	if code == exitOK || !strings.Contains(e, "name a trace") {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	old := bundledTracePath
+	bundledTracePath = filepath.Join("..", "..", "testdata", "pytorch-gpt.trace.gz")
+	defer func() { bundledTracePath = old }()
 	code, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--json")
-	if code != exitOK || !strings.Contains(e, "demo trace") || !strings.Contains(e, "synthetic") {
+	if code != exitOK || !strings.Contains(e, "pytorch-gpt.trace.gz") || !strings.Contains(e, "real PyTorch") {
 		t.Fatalf("exit %d: %s", code, e)
 	}
-	gen := decodeLines(t, o)
-	// From the repository root: the bundled file, the same trace.
-	old := demoTracePath
-	demoTracePath = filepath.Join("..", "..", "testdata", "demo.trace.gz")
-	defer func() { demoTracePath = old }()
-	code, o, e = runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--json")
-	if code != exitOK || !strings.Contains(e, "demo.trace.gz") {
-		t.Fatalf("exit %d: %s", code, e)
-	}
-	file := decodeLines(t, o)
-	if gen[0]["peak_requested"] != file[0]["peak_requested"] || gen[0]["pairs"] != file[0]["pairs"] || gen[0]["trace"] != "demo" {
-		t.Fatalf("generated %v, file %v", gen[0], file[0])
+	// The bundled trace is the converted snapshot of the same run, which
+	// trace/torchsnapshot's tests check against figures computed in Python.
+	l := decodeLines(t, o)
+	if len(l) != 1 || l[0]["pairs"] != float64(3084) || l[0]["peak_requested"] != float64(958094408) || l[0]["trace"] != "pytorch-gpt" {
+		t.Fatalf("%v", l)
 	}
 }
 
