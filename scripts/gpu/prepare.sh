@@ -17,6 +17,6 @@ for p in asyncpool managed deferrable; do
 	go test -c -ldflags="$ld" -o "$G/$p.test" "./$p"
 done
 cp "$shared"/anchors/*.c "$shared"/anchors/*.cpp "$G/anchors/"
-cp "$shared"/traces/*.trace.gz "$G/traces/"
+cp "$shared"/traces/*.trace.gz testdata/*.trace.gz "$G/traces/"
 cp scripts/gpu/*.c "$G/anchors/" 2>/dev/null || true
 du -sh "$G"
