@@ -1185,8 +1185,16 @@ func (d *device) segmentSize(p *pool, rounded uint64) uint64 {
 		return SmallBuffer
 	}
 	s := segmentSize(rounded)
-	if o.MinLargeSegment > s {
-		s = o.MinLargeSegment
+	m := o.MinLargeSegment
+	if k := o.SegmentDivisor; k > 0 {
+		// No more than a k-th of what the device already holds: a small
+		// workload is not rounded up to segments sized for a large one.
+		r := uint64(d.stats.ReservedBytes[gpumem.StatAll].Current) / uint64(k)
+		r = (r + RoundLarge - 1) &^ (RoundLarge - 1)
+		m = min(m, max(r, LargeBuffer))
+	}
+	if m > s {
+		s = m
 	}
 	return s
 }

@@ -59,10 +59,11 @@
 //     threshold × allowed, free wholly free large segments not reused for
 //     the longest (PyTorch's garbage_collect_cached_blocks).
 //  6. Ask for a new segment: 2 MiB for small requests, 20 MiB for requests
-//     under 10 MiB, else the request rounded to 2 MiB. With release before
-//     growth on and the segment raising reserved memory above both its
-//     high-water mark and GrowthSlack (default an eighth) over the larger of
-//     the allocated high-water mark and what would then be allocated, first
+//     under 10 MiB, else the request rounded to 2 MiB; DefaultOptions
+//     enlarge large segments to 256 MiB, but to no more than a sixteenth of
+//     what the device already holds. With release before growth on and the
+//     segment raising reserved memory above its high-water mark (plus
+//     GrowthSlack over the allocated high-water mark, if set), first
 //     free wholly free cached segments after one device synchronization:
 //     the smallest that covers what is still needed, else the largest,
 //     until the growth is covered. The memory fraction caps reserved memory.

@@ -63,3 +63,63 @@ func TestReleaseBeforeGrow(t *testing.T) {
 		t.Error("a negative growth slack was accepted")
 	}
 }
+
+// TestSegmentDivisor pins the growth of large segments with the footprint:
+// with nothing reserved a 12 MiB request gets PyTorch's 20 MiB; once 800 MiB
+// is held, a sixteenth of it (50 MiB); the cap stays MinLargeSegment; with
+// no divisor, MinLargeSegment at once.
+func TestSegmentDivisor(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		divisor        int
+		first, afterGB uint64 // segment sizes in MiB: empty device, then with 800 MiB held
+	}{
+		{"sixteenth", 16, 20, 50},
+		{"none", 0, 256, 256},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, err := New(newFake(8<<30), Options{MinLargeSegment: 256 << 20, SegmentDivisor: c.divisor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			s := gpumem.Stream{Handle: 1}
+			p, err := a.Allocate(12<<20, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := a.Stats(0).ReservedBytes[0].Current; r != int64(c.first)<<20 {
+				t.Errorf("first segment %d MiB, want %d", r>>20, c.first)
+			}
+			big, err := a.Allocate(800<<20-uint64(a.Stats(0).ReservedBytes[0].Current), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := a.Stats(0).ReservedBytes[0].Current
+			if before != 800<<20 {
+				t.Fatalf("reserved %d MiB, want 800", before>>20)
+			}
+			// On another stream, so that no free block of the first
+			// stream's segments can serve it.
+			s2 := gpumem.Stream{Handle: 2}
+			q, err := a.Allocate(12<<20, s2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := a.Stats(0).ReservedBytes[0].Current - before; got != int64(c.afterGB)<<20 {
+				t.Errorf("segment with %d MiB held: %d MiB, want %d", before>>20, got>>20, c.afterGB)
+			}
+			for _, x := range []gpumem.Ptr{p, big} {
+				if err := a.Deallocate(x, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.Deallocate(q, s2); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if _, err := New(newFake(1<<30), Options{SegmentDivisor: -1}); err == nil {
+		t.Error("a negative segment divisor was accepted")
+	}
+}

@@ -74,6 +74,11 @@ type Options struct {
 	// allocations while memory grows; their free remainders serve later
 	// requests.
 	MinLargeSegment uint64
+	// SegmentDivisor, when positive, caps the enlargement by MinLargeSegment
+	// at a SegmentDivisor-th of the memory the device already holds (but not
+	// under 20 MiB): segments grow with the workload, so a small one is not
+	// rounded up to segments sized for a large one. 0: MinLargeSegment as is.
+	SegmentDivisor int
 	// PerProcessMemoryFraction in (0, 1] caps reserved memory at this fraction
 	// of the device's capacity. 0: no cap.
 	PerProcessMemoryFraction float64
@@ -114,19 +119,19 @@ const (
 	DefaultMinLargeSegment = 256 << 20
 )
 
-// DefaultGrowthSlack is DefaultOptions' GrowthSlack: reserved memory may
-// grow to an eighth over the allocated high-water mark before release
-// before growth frees cached segments (each free synchronizes the device
-// and costs up to a millisecond for a large segment).
-const DefaultGrowthSlack = 0.125
+// DefaultSegmentDivisor is DefaultOptions' SegmentDivisor: a new large
+// segment is at most a sixteenth of what the device holds, so that rounding
+// segments up costs at most about 6 % of the footprint.
+const DefaultSegmentDivisor = 16
 
 // DefaultOptions are PyTorch's defaults plus the project's extensions:
 // cross-stream reuse, release before growth, and segments of at least
-// DefaultSmallSegment (small pool) and DefaultMinLargeSegment (large pool),
+// DefaultSmallSegment (small pool) and DefaultMinLargeSegment (large pool,
+// but no more than a DefaultSegmentDivisor-th of what the device holds),
 // which cut device allocations (each one tens of microseconds on a GPU)
 // several fold while release before growth keeps the footprint low.
 func DefaultOptions() Options {
-	return Options{CrossStreamReuse: true, ReleaseBeforeGrow: true, GrowthSlack: DefaultGrowthSlack,
+	return Options{CrossStreamReuse: true, ReleaseBeforeGrow: true, SegmentDivisor: DefaultSegmentDivisor,
 		SmallSegment: DefaultSmallSegment, MinLargeSegment: DefaultMinLargeSegment}
 }
 
@@ -148,6 +153,9 @@ func (o *Options) validate() (table [numIntervals]int, err error) {
 	}
 	if f := o.GrowthSlack; f < 0 || f > 16 || f != f {
 		return table, bad("growth slack", "%v must be in [0, 16]", f)
+	}
+	if o.SegmentDivisor < 0 {
+		return table, bad("segment divisor", "%d is negative", o.SegmentDivisor)
 	}
 	if o.HistorySize < 0 {
 		return table, bad("history_size", "%d is negative", o.HistorySize)
