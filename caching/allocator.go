@@ -307,6 +307,9 @@ func (d *device) allocLocked(size, rounded uint64, s gpumem.Stream) (gpumem.Ptr,
 		d.processEvents()
 	}
 	p := d.poolFor(rounded, pp)
+	if ptr, ok := d.takeAndSplit(p, size, rounded, s.Handle); ok {
+		return ptr, nil, nil
+	}
 	if b := d.getFreeBlock(p, rounded, s.Handle); b != nil {
 		if b.seg.exp != nil {
 			return d.allocInExpandable(b, size, rounded, s)
@@ -346,6 +349,51 @@ func (d *device) getFreeBlock(p *pool, rounded uint64, stream uintptr) *block {
 	}
 	d.takeFromTree(t, b)
 	return b
+}
+
+// takeAndSplit is the common cache hit in one descent: the best-fitting
+// block of a regular segment that is split, when the remainder orders where
+// the block did (after the block's predecessor), takes the block's place in
+// the tree instead of a removal and an insertion. ok is false when the hit
+// is not of that kind (or there is none); nothing has changed then.
+func (d *device) takeAndSplit(p *pool, size, rounded uint64, stream uintptr) (gpumem.Ptr, bool) {
+	t := p.treeFor(stream, false)
+	if t == nil {
+		return 0, false
+	}
+	b, link, pred := t.lowerBoundAt(rounded)
+	if b == nil || b.seg.exp != nil || !d.usable(b, rounded) || !d.shouldSplit(b, rounded) {
+		return 0, false
+	}
+	restSize, restAddr := b.size-rounded, b.addr.Add(rounded)
+	if pred != nil && !keyLess(pred, restSize, uintptr(restAddr)) {
+		return 0, false
+	}
+	if d.gc {
+		p.calls++
+	}
+	if b.counted {
+		b.counted = false
+		st := b.pool.statType()
+		dec(&d.stats.InactiveSplit, st, 1)
+		dec(&d.stats.InactiveSplitBytes, st, int64(b.size))
+	}
+	rest := d.newBlock()
+	rest.addr, rest.size = restAddr, restSize
+	rest.stream, rest.pool, rest.tree, rest.seg = b.stream, b.pool, b.tree, b.seg
+	rest.prev, rest.next = b, b.next
+	if b.next != nil {
+		b.next.prev = rest
+	}
+	b.next = rest
+	b.size = rounded
+	t.replace(link, b, rest)
+	rest.gcBase = p.calls
+	rest.counted = true
+	st := p.statType()
+	inc(&d.stats.InactiveSplit, st, 1)
+	inc(&d.stats.InactiveSplitBytes, st, int64(rest.size))
+	return d.markAllocated(b, size), true
 }
 
 // usable applies the oversize rules to a candidate that fits.
@@ -1043,30 +1091,93 @@ func (d *device) freeBlock(b *block) {
 // of the same stream and caches the result, which it returns.
 func (d *device) mergeAndCache(b *block) *block {
 	b.uses = b.uses[:0]
-	if pr := b.prev; pr != nil && pr.inTree && pr.stream == b.stream {
-		d.takeFromTree(pr.tree, pr)
+	pr, nx := b.prev, b.next
+	prevFree := pr != nil && pr.inTree && pr.stream == b.stream
+	nextFree := nx != nil && nx.inTree && nx.stream == b.stream
+	// The merged block grows a free neighbour that is in the tree (the
+	// previous one, else the next); when its larger key still orders
+	// before that neighbour's successor it takes the neighbour's place,
+	// which spares a removal and an insertion.
+	var keep *block
+	switch {
+	case prevFree:
+		keep = pr
+		if nextFree {
+			d.takeFromTree(nx.tree, nx)
+		}
+	case nextFree:
+		keep = nx
+	}
+	if keep == nil {
+		if b.prev == nil {
+			b.seg.head = b
+		}
+		d.cache(b)
+		return b
+	}
+	t := keep.tree
+	link, succ := t.findAt(keep)
+	if keep.counted {
+		keep.counted = false
+		st := keep.pool.statType()
+		dec(&d.stats.InactiveSplit, st, 1)
+		dec(&d.stats.InactiveSplitBytes, st, int64(keep.size))
+	}
+	// Link the merged block: the previous block absorbs b (and the next
+	// one, when free), or b absorbs the next one.
+	merged := b
+	if prevFree {
+		merged = pr
 		pr.size += b.size
 		pr.next = b.next
 		if b.next != nil {
 			b.next.prev = pr
 		}
-		d.recycle(b)
-		b = pr
-	}
-	if nx := b.next; nx != nil && nx.inTree && nx.stream == b.stream {
-		d.takeFromTree(nx.tree, nx)
+		if nextFree {
+			pr.size += nx.size
+			pr.next = nx.next
+			if nx.next != nil {
+				nx.next.prev = pr
+			}
+		}
+	} else {
 		b.size += nx.size
 		b.next = nx.next
 		if nx.next != nil {
 			nx.next.prev = b
 		}
+	}
+	inPlace := succ == nil || keyLess(merged, succ.size, uintptr(succ.addr))
+	if inPlace {
+		if merged != keep {
+			t.replace(link, keep, merged)
+		}
+	} else {
+		t.removeAt(link, keep)
+	}
+	if prevFree {
+		d.recycle(b)
+		if nextFree {
+			d.recycle(nx)
+		}
+	} else {
 		d.recycle(nx)
 	}
-	if b.prev == nil {
-		b.seg.head = b
+	if merged.prev == nil {
+		merged.seg.head = merged
 	}
-	d.cache(b)
-	return b
+	if inPlace {
+		merged.gcBase = merged.pool.calls
+		if merged.isSplit() && merged.seg.exp == nil {
+			merged.counted = true
+			st := merged.pool.statType()
+			inc(&d.stats.InactiveSplit, st, 1)
+			inc(&d.stats.InactiveSplitBytes, st, int64(merged.size))
+		}
+	} else {
+		d.cache(merged)
+	}
+	return merged
 }
 
 // RecordStream marks p as used on s: when p is freed, its memory returns to

@@ -94,6 +94,11 @@ func (t *tree) remove(b *block) {
 			link = &n.right
 		}
 	}
+	t.removeAt(link, b)
+}
+
+// removeAt removes b, at which link points.
+func (t *tree) removeAt(link **block, b *block) {
 	*link = treeMerge(b.left, b.right)
 	b.left, b.right = nil, nil
 	b.inTree = false
@@ -113,6 +118,56 @@ func (t *tree) lowerBound(size uint64) *block {
 		}
 	}
 	return best
+}
+
+// lowerBoundAt is lowerBound that also returns the link that points at the
+// block found and the block's predecessor in key order (nil if none).
+func (t *tree) lowerBoundAt(size uint64) (best *block, link **block, pred *block) {
+	l := &t.root
+	for n := *l; n != nil; n = *l {
+		if n.size >= size {
+			best, link = n, l
+			l = &n.left
+		} else {
+			pred = n // the last right turn is the predecessor of the result
+			l = &n.right
+		}
+	}
+	return best, link, pred
+}
+
+// replace puts r in b's place (link points at b): the caller has checked
+// that r orders exactly where b did, between b's neighbours in key order.
+// r keeps b's priority, so the treap's shape stays valid; no descent.
+func (t *tree) replace(link **block, b, r *block) {
+	r.left, r.right, r.prio, r.inTree = b.left, b.right, b.prio, true
+	*link = r
+	b.left, b.right, b.inTree = nil, nil, false
+}
+
+// findAt returns the link that points at b (which is in the tree) and b's
+// successor in key order (nil if none), in one descent.
+func (t *tree) findAt(b *block) (link **block, succ *block) {
+	link = &t.root
+	for n := *link; n != b; n = *link {
+		if n == nil {
+			// Not reachable while the tree's invariants hold.
+			panic("caching: internal error: block missing from its free tree")
+		}
+		if keyLess(b, n.size, uintptr(n.addr)) {
+			succ = n // the last left turn above b
+			link = &n.left
+		} else {
+			link = &n.right
+		}
+	}
+	if n := b.right; n != nil {
+		for n.left != nil {
+			n = n.left
+		}
+		succ = n
+	}
+	return link, succ
 }
 
 // next returns the block following b in key order, or nil.
