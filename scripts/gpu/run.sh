@@ -34,9 +34,9 @@ if [ "$what" = all ] || [ "$what" = anchors ] || [ "$what" = replay ]; then
 fi
 
 if [ "$what" = all ] || [ "$what" = replay ]; then
-	# Rounds interleave the anchors and gpumem on each trace, so that the
+	# Five rounds interleave the anchors and gpumem on each trace, so that the
 	# machine's drift (up to 40 % between minutes) hits both alike.
-	for round in 1 2 3; do
+	for round in 1 2 3 4 5; do
 		for t in $traces; do
 			PYTORCH_CUDA_ALLOC_CONF= $W/ptreplay "$t" torch >>"$OUT/ptreplay.jsonl" 2>&1
 			$G/gpumem replay --backend cuda --allocator caching --json "$t" >>"$OUT/replay.jsonl" 2>>"$OUT/replay.err"
