@@ -99,6 +99,7 @@ func checkInvariants(t testing.TB, a *Allocator) {
 			n := 0
 			for _, p := range d.allPools() {
 				for _, tr := range p.trees {
+					checkTreap(t, tr.root, nil, nil)
 					n += tr.n
 					tr.each(func(b *block) {
 						if !b.inTree || b.pool != p {
@@ -141,4 +142,26 @@ func (d *device) allPools() []*pool {
 		ps = append(ps, pp.small, pp.large)
 	}
 	return ps
+}
+
+func checkTreap(t testing.TB, n, lo, hi *block) {
+	if n == nil {
+		return
+	}
+	if lo != nil && !keyLess(lo, n.size, uintptr(n.addr)) {
+		t.Fatalf("treap BST order broken at %#x size %d (lo %#x size %d)", n.addr, n.size, lo.addr, lo.size)
+	}
+	if hi != nil && !keyLess(n, hi.size, uintptr(hi.addr)) {
+		t.Fatalf("treap BST order broken at %#x size %d (hi %#x size %d)", n.addr, n.size, hi.addr, hi.size)
+	}
+	for _, c := range []*block{n.left, n.right} {
+		if c != nil && c.prio > n.prio {
+			t.Fatalf("treap heap order broken at %#x", n.addr)
+		}
+	}
+	if !n.inTree || n.allocated {
+		t.Fatalf("tree node %#x state inTree=%v allocated=%v", n.addr, n.inTree, n.allocated)
+	}
+	checkTreap(t, n.left, lo, n)
+	checkTreap(t, n.right, n, hi)
 }

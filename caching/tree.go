@@ -2,8 +2,10 @@ package caching
 
 // tree is an ordered set of free blocks keyed by (size, addr): a treap whose
 // nodes are the blocks themselves, so inserting and removing allocate
-// nothing. The priority is a hash of the key, which keeps the shape random
-// without a generator. Every operation is O(log n) expected.
+// nothing. An inserted block's priority is a hash of its key, which keeps
+// the shape random without a generator; a block put in another's place
+// (replace) inherits that block's priority. Every operation is O(log n)
+// expected.
 type tree struct {
 	root *block
 	n    int
