@@ -2,6 +2,7 @@ package caching
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/config"
@@ -30,9 +31,7 @@ func OptionsFromConf(c config.Conf) (Options, error) {
 		}
 		o.MaxSplitSize = c.MaxSplitSizeMB * mb
 	}
-	for _, d := range c.RoundupPower2Divisions {
-		o.RoundupPower2Divisions = append(o.RoundupPower2Divisions, Division{UpToMB: d.UpToMB, Divisions: d.Divisions})
-	}
+	o.RoundupPower2Divisions = slices.Clone(c.RoundupPower2Divisions)
 	o.GarbageCollectionThreshold = c.GarbageCollectionThreshold
 	o.ExpandableSegments = c.ExpandableSegments
 	o.PerProcessMemoryFraction = c.PerProcessMemoryFraction

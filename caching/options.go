@@ -5,19 +5,20 @@ import (
 	"math/bits"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/config"
 )
 
 // Size constants of the allocator, PyTorch's.
 const (
-	MinBlockSize  = 512      // every block is a multiple of this
-	SmallSize     = 1 << 20  // requests up to this size come from the small pool
-	SmallBuffer   = 2 << 20  // size of a small-pool segment
-	LargeBuffer   = 20 << 20 // segment for large requests under MinLargeAlloc; the oversize reuse bound
-	MinLargeAlloc = 10 << 20 // requests from this size get a segment of their own size
-	RoundLarge    = 2 << 20  // large segments are multiples of this
-	maxRequest    = 1 << 62  // larger requests are invalid
-	mb            = 1 << 20  // one MiB
-	numIntervals  = 16       // power-of-two intervals of roundup_power2_divisions, from 1 MiB
+	MinBlockSize  = 512              // every block is a multiple of this
+	SmallSize     = 1 << 20          // requests up to this size come from the small pool
+	SmallBuffer   = 2 << 20          // size of a small-pool segment
+	LargeBuffer   = 20 << 20         // segment for large requests under MinLargeAlloc; the oversize reuse bound
+	MinLargeAlloc = 10 << 20         // requests from this size get a segment of their own size
+	RoundLarge    = 2 << 20          // large segments are multiples of this
+	maxRequest    = 1 << 62          // larger requests are invalid
+	mb            = 1 << 20          // one MiB
+	numIntervals  = config.Intervals // power-of-two intervals of roundup_power2_divisions, from 1 MiB
 )
 
 // Upstream is where the allocator takes device memory for its regular
@@ -29,15 +30,13 @@ type Upstream interface {
 	Free(dev int, p gpumem.Ptr) error
 }
 
-// Division is one interval of roundup_power2_divisions: sizes in the
-// power-of-two interval starting at UpToMB MiB (PyTorch's keys) are rounded
-// to one of Divisions steps between two powers of two. UpToMB 0 is the
-// catch-all (">") covering every interval after the last listed one; a
-// single Division with UpToMB 0 applies to all sizes.
-type Division struct {
-	UpToMB    uint64
-	Divisions int
-}
+// Division is one interval of roundup_power2_divisions, as config parses
+// it: sizes in the power-of-two interval starting at UpToMB MiB (PyTorch's
+// keys) are rounded to one of Divisions steps between two powers of two.
+// UpToMB 0 is the catch-all (">"), covering the last listed interval and
+// every one after it, as in PyTorch; a single Division with UpToMB 0 applies
+// to all sizes.
+type Division = config.Division
 
 // Options configure an Allocator. The zero value is PyTorch's default
 // configuration with every extension off; DefaultOptions turns the
@@ -185,27 +184,16 @@ func divisionTable(divs []Division) (table [numIntervals]int, err error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("caching: roundup_power2_divisions: %s: %w", fmt.Sprintf(format, args...), gpumem.ErrInvalidValue)
 	}
-	if len(divs) == 1 && divs[0].UpToMB == 0 {
-		d := divs[0].Divisions
-		if d < 0 || (d != 0 && d&(d-1) != 0) {
-			return table, bad("%d divisions is not a power of two", d)
-		}
-		for i := range table {
-			table[i] = d
-		}
-		return table, nil
-	}
 	last := -1
 	for _, dv := range divs {
-		d := dv.Divisions
-		if d < 0 || (d != 0 && d&(d-1) != 0) {
+		if d := dv.Divisions; d < 0 || (d != 0 && d&(d-1) != 0) {
 			return table, bad("%d divisions is not a power of two", d)
 		}
+		if last == numIntervals {
+			return table, bad("\">\" must be the last interval")
+		}
 		if dv.UpToMB == 0 {
-			for i := last + 1; i < numIntervals; i++ {
-				table[i] = d
-			}
-			last = numIntervals - 1
+			last = numIntervals
 			continue
 		}
 		if dv.UpToMB&(dv.UpToMB-1) != 0 {
@@ -215,15 +203,9 @@ func divisionTable(divs []Division) (table [numIntervals]int, err error) {
 		if idx <= last {
 			return table, bad("interval %d MB is not in increasing order", dv.UpToMB)
 		}
-		if last < 0 {
-			for i := 0; i < idx; i++ {
-				table[i] = d
-			}
-		}
-		table[idx] = d
 		last = idx
 	}
-	return table, nil
+	return config.DivisionTable(divs), nil
 }
 
 // divisionsFor returns the divisions configured for size.

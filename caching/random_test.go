@@ -17,7 +17,7 @@ func TestRandomInvariants(t *testing.T) {
 	}{
 		{"pytorch", Options{}},
 		{"default", DefaultOptions()},
-		{"max-split", Options{MaxSplitSize: 30 << 20, CrossStreamReuse: true, RoundupPower2Divisions: []Division{{0, 4}}}},
+		{"max-split", Options{MaxSplitSize: 30 << 20, CrossStreamReuse: true, RoundupPower2Divisions: []Division{{UpToMB: 0, Divisions: 4}}}},
 		{"expandable", expandableOptions()},
 		{"gc-fraction", Options{GarbageCollectionThreshold: 0.6, PerProcessMemoryFraction: 0.9, ReleaseBeforeGrow: true}},
 	} {

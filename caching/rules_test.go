@@ -9,8 +9,8 @@ import (
 )
 
 func TestRoundSize(t *testing.T) {
-	single := func(n int) []Division { return []Division{{0, n}} }
-	interval := []Division{{256, 1}, {512, 2}, {1024, 4}, {0, 8}}
+	single := func(n int) []Division { return []Division{{UpToMB: 0, Divisions: n}} }
+	interval := []Division{{UpToMB: 256, Divisions: 1}, {UpToMB: 512, Divisions: 2}, {UpToMB: 1024, Divisions: 4}, {UpToMB: 0, Divisions: 8}}
 	cases := []struct {
 		divs       []Division
 		size, want uint64
@@ -23,19 +23,19 @@ func TestRoundSize(t *testing.T) {
 		{single(4), 1200, 1536},   // size <= 512*divisions: 512-byte rounding, as PyTorch
 		{single(4), 12000, 12288}, // 8..16 KiB in 4 steps: 8192, 10240, 12288, 14336
 		{single(4), 8193, 10240},
-		{single(4), 2048, 2048},                     // powers of two stay
-		{single(4), 14336, 14336},                   // already on a step
-		{single(4), 14337, 16384},                   // past the last step: the next power of two
-		{single(1), 1200, 1536},                     // one division: 512-byte rounding, as PyTorch
-		{single(2), 1000, 1024},                     // size <= 512*divisions: plain rounding
-		{single(2), 5 << 20, 6 << 20},               // steps of 2 MiB between 4 and 8 MiB
-		{interval, 300 << 20, 300 << 20},            // 256 MiB interval: 1 division, 512-byte rounding
-		{interval, 300<<20 + 1, 300<<20 + 512},      //
-		{interval, 600 << 20, 768 << 20},            // 512 MiB interval: 2 divisions
-		{interval, 1100 << 20, 1280 << 20},          // 1024 MiB interval: 4 divisions
-		{interval, 2100 << 20, 2304 << 20},          // ">": 8 divisions of 2 GiB
-		{interval, 10 << 20, 10 << 20},              // below the first key: its value (1)
-		{[]Division{{2, 4}}, 3<<20 + 1, 3584 << 10}, // the 2 MiB interval: steps of 512 KiB
+		{single(4), 2048, 2048},                // powers of two stay
+		{single(4), 14336, 14336},              // already on a step
+		{single(4), 14337, 16384},              // past the last step: the next power of two
+		{single(1), 1200, 1536},                // one division: 512-byte rounding, as PyTorch
+		{single(2), 1000, 1024},                // size <= 512*divisions: plain rounding
+		{single(2), 5 << 20, 6 << 20},          // steps of 2 MiB between 4 and 8 MiB
+		{interval, 300 << 20, 300 << 20},       // 256 MiB interval: 1 division, 512-byte rounding
+		{interval, 300<<20 + 1, 300<<20 + 512}, //
+		{interval, 600 << 20, 768 << 20},       // 512 MiB interval: 2 divisions
+		{interval, 1100 << 20, 1152 << 20},     // 1024 MiB interval: ">" overrides its 4 with 8, as in PyTorch
+		{interval, 2100 << 20, 2304 << 20},     // ">": 8 divisions of 2 GiB
+		{interval, 10 << 20, 10 << 20},         // below the first key: its value (1)
+		{[]Division{{UpToMB: 2, Divisions: 4}}, 3<<20 + 1, 3584 << 10}, // the 2 MiB interval: steps of 512 KiB
 	}
 	for _, c := range cases {
 		tab, err := divisionTable(c.divs)
@@ -46,7 +46,7 @@ func TestRoundSize(t *testing.T) {
 			t.Errorf("roundSize(%v, %d) = %d, want %d", c.divs, c.size, got, c.want)
 		}
 	}
-	for _, bad := range [][]Division{{{0, 3}}, {{300, 2}}, {{512, 2}, {256, 2}}} {
+	for _, bad := range [][]Division{{{UpToMB: 0, Divisions: 3}}, {{UpToMB: 300, Divisions: 2}}, {{UpToMB: 512, Divisions: 2}, {UpToMB: 256, Divisions: 2}}, {{UpToMB: 0, Divisions: 8}, {UpToMB: 2048, Divisions: 2}}} {
 		if _, err := divisionTable(bad); !errors.Is(err, gpumem.ErrInvalidValue) {
 			t.Errorf("divisionTable(%v) = %v, want ErrInvalidValue", bad, err)
 		}
@@ -190,7 +190,7 @@ var ruleCases = []ruleCase{
 		ops:      []op{alloc("a", 60<<20, 0), free("a", 0), alloc("b", 5<<20, 0)},
 		segments: map[string]int64{"large": 2}, differ: [][2]string{{"a", "b"}}},
 	{name: "roundup_power2_divisions rounds before choosing the pool",
-		opts:      Options{RoundupPower2Divisions: []Division{{0, 4}}},
+		opts:      Options{RoundupPower2Divisions: []Division{{UpToMB: 0, Divisions: 4}}},
 		ops:       []op{alloc("a", 12000, 0)},
 		allocated: 12288},
 }
@@ -368,7 +368,7 @@ func TestBadInput(t *testing.T) {
 	check("capture after close", err, gpumem.ErrClosed)
 	check("second close", a.Close(), nil)
 	for _, o := range []Options{{MaxSplitSize: 1 << 20}, {GarbageCollectionThreshold: 1.5}, {PerProcessMemoryFraction: -1},
-		{HistorySize: -1}, {RoundupPower2Divisions: []Division{{0, 3}}}} {
+		{HistorySize: -1}, {RoundupPower2Divisions: []Division{{UpToMB: 0, Divisions: 3}}}} {
 		if _, err := New(newFake(1<<30), o); !errors.Is(err, gpumem.ErrInvalidValue) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidValue", o, err)
 		}

@@ -347,8 +347,8 @@ func parseDivisions(val string) ([]Division, error) {
 		if mb == 0 || mb&(mb-1) != 0 {
 			return nil, fmt.Errorf("interval %s must be a power of two (MiB)", k)
 		}
-		if mb > 1<<(intervals-1) {
-			return nil, fmt.Errorf("interval %s too large (at most %d MiB)", k, 1<<(intervals-1))
+		if mb > 1<<(Intervals-1) {
+			return nil, fmt.Errorf("interval %s too large (at most %d MiB)", k, 1<<(Intervals-1))
 		}
 		if mb <= last {
 			return nil, fmt.Errorf("interval %s not above the previous one (%d); keys must ascend", k, last)
@@ -359,9 +359,9 @@ func parseDivisions(val string) ([]Division, error) {
 	return out, nil
 }
 
-// intervals is PyTorch's kRoundUpPowerOfTwoIntervals: the power-of-two size
-// intervals from 1 MiB up that roundup_power2_divisions distinguishes.
-const intervals = 16
+// Intervals is PyTorch's kRoundUpPowerOfTwoIntervals: the power-of-two
+// size intervals from 1 MiB up that roundup_power2_divisions distinguishes.
+const Intervals = 16
 
 // DivisionsFor returns the number of roundup steps roundup_power2_divisions
 // gives to an allocation of size bytes, exactly as PyTorch's
@@ -372,35 +372,33 @@ func (c Conf) DivisionsFor(size uint64) int {
 	if len(c.RoundupPower2Divisions) == 0 {
 		return 0
 	}
-	t := c.divisionTable()
+	t := DivisionTable(c.RoundupPower2Divisions)
 	idx := 0
 	if mb := size >> 20; mb > 0 {
 		idx = bits.Len64(mb) - 1
 	}
-	if idx >= intervals {
-		idx = intervals - 1
+	if idx >= Intervals {
+		idx = Intervals - 1
 	}
 	return t[idx]
 }
 
-// divisionTable expands the list into PyTorch's per-interval table,
-// including its rules that the first key also covers every smaller interval
-// and that ">" fills from the last key's interval on.
-func (c Conf) divisionTable() [intervals]int {
-	var t [intervals]int
+// DivisionTable expands a division list into PyTorch's per-interval table
+// (index k: sizes from 2^k MiB), with PyTorch's rules: the first key also
+// covers every smaller interval, and ">" fills from the last key's interval
+// on, that interval included. It does not validate the list (Parse does).
+func DivisionTable(divs []Division) [Intervals]int {
+	var t [Intervals]int
 	last := 0
 	first := true
-	for _, d := range c.RoundupPower2Divisions {
+	for _, d := range divs {
 		if d.UpToMB == 0 {
-			for i := last; i < intervals; i++ {
+			for i := last; i < Intervals; i++ {
 				t[i] = d.Divisions
 			}
 			continue
 		}
-		idx := bits.Len64(d.UpToMB) - 1
-		if idx >= intervals {
-			idx = intervals - 1
-		}
+		idx := min(bits.Len64(d.UpToMB)-1, Intervals-1)
 		if first {
 			for i := 0; i < idx; i++ {
 				t[i] = d.Divisions
