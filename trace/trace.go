@@ -17,9 +17,6 @@ package trace
 import (
 	"bufio"
 	"bytes"
-	"compress/flate"
-	"compress/gzip"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -29,6 +26,7 @@ import (
 	"strings"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/gzsniff"
 )
 
 // Event is one request of a trace.
@@ -105,16 +103,11 @@ func NameOf(path string) string {
 func Read(r io.Reader) (*Trace, error) { return read(r, "") }
 
 func read(r io.Reader, name string) (*Trace, error) {
-	br := bufio.NewReaderSize(r, 1<<16)
-	magic, err := br.Peek(2)
-	if err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, fmt.Errorf("gpumem: %s: gzip: %w: %w", nameOr(name), err, gpumem.ErrInvalidValue)
-		}
-		defer zr.Close()
-		br = bufio.NewReaderSize(zr, 1<<16)
+	br, done, err := gzsniff.Open(r, 1<<16)
+	if err != nil {
+		return nil, fmt.Errorf("gpumem: %s: gzip: %w: %w", nameOr(name), err, gpumem.ErrInvalidValue)
 	}
+	defer done()
 	t := &Trace{Name: name}
 	live := idStates{}
 	lineNo := 0
@@ -140,21 +133,13 @@ func read(r io.Reader, name string) (*Trace, error) {
 			break
 		}
 		if err != nil {
-			if corrupt(err) {
+			if gzsniff.Corrupt(err) {
 				return nil, fmt.Errorf("gpumem: %s: line %d: corrupt input: %w: %w", nameOr(name), lineNo+1, err, gpumem.ErrInvalidValue)
 			}
 			return nil, fmt.Errorf("gpumem: %s: line %d: %w", nameOr(name), lineNo+1, err)
 		}
 	}
 	return t, nil
-}
-
-// corrupt reports whether a read error means malformed compressed data
-// rather than a failing reader.
-func corrupt(err error) bool {
-	var ce flate.CorruptInputError
-	return errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ce)
 }
 
 func nameOr(name string) string {

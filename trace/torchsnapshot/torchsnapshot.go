@@ -52,9 +52,7 @@
 package torchsnapshot
 
 import (
-	"bufio"
 	"bytes"
-	"compress/flate"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -66,6 +64,7 @@ import (
 	"strings"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/gzsniff"
 	"github.com/gpumem/gpumem/internal/pickle"
 	"github.com/gpumem/gpumem/trace"
 )
@@ -138,7 +137,7 @@ func ReadFile(path string) (*Snapshot, error) {
 // IsSnapshot reports whether the first bytes of a file look like a pickle
 // (plain or gzip-compressed) rather than a text trace.
 func IsSnapshot(head []byte) bool {
-	if len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b {
+	if gzsniff.IsGzip(head) {
 		zr, err := gzip.NewReader(bytes.NewReader(head))
 		if err != nil {
 			return false
@@ -153,16 +152,11 @@ func IsSnapshot(head []byte) bool {
 // Read decodes a snapshot, plain or gzip-compressed. Errors match
 // gpumem.ErrInvalidValue and say what is wrong and where.
 func Read(r io.Reader) (*Snapshot, error) {
-	br := bufio.NewReader(r)
-	var src io.Reader = br
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, readError("gzip", err)
-		}
-		defer zr.Close()
-		src = zr
+	src, done, err := gzsniff.Open(r, 64<<10)
+	if err != nil {
+		return nil, readError("gzip", err)
 	}
+	defer done()
 	lr := &io.LimitedReader{R: src, N: MaxSize + 1}
 	v, err := pickle.Decode(lr)
 	if lr.N <= 0 {
@@ -181,9 +175,7 @@ func Read(r io.Reader) (*Snapshot, error) {
 // readError wraps a failure to read: corrupt compressed data matches
 // gpumem.ErrInvalidValue, a failing reader only its own error.
 func readError(where string, err error) error {
-	var ce flate.CorruptInputError
-	if errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ce) {
+	if gzsniff.Corrupt(err) {
 		return fmt.Errorf("torchsnapshot: corrupt gzip data (%s): %w: %w", where, err, gpumem.ErrInvalidValue)
 	}
 	return fmt.Errorf("torchsnapshot: read (%s): %w", where, err)
