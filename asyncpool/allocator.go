@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/oomhooks"
 )
 
 // Allocator is the stream-ordered pool allocator. See doc.go for an overview.
@@ -21,9 +22,7 @@ type Allocator struct {
 
 	initMu sync.Mutex // serialises device creation only (never on the hot path)
 
-	hookMu    sync.Mutex
-	handler   atomic.Pointer[gpumem.OOMHandler]
-	observers atomic.Pointer[[]gpumem.OOMObserver]
+	hooks oomhooks.Hooks // the OOM handler and observers
 }
 
 var (
@@ -257,28 +256,10 @@ func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 
 // SetOOMHandler installs the handler called (with no lock held) before an
 // allocation fails for lack of memory; nil removes it.
-func (a *Allocator) SetOOMHandler(h gpumem.OOMHandler) {
-	if h == nil {
-		a.handler.Store(nil)
-		return
-	}
-	a.handler.Store(&h)
-}
+func (a *Allocator) SetOOMHandler(h gpumem.OOMHandler) { a.hooks.SetHandler(h) }
 
 // AddOOMObserver adds an observer told of every out-of-memory failure.
-func (a *Allocator) AddOOMObserver(o gpumem.OOMObserver) {
-	if o == nil {
-		return
-	}
-	a.hookMu.Lock()
-	defer a.hookMu.Unlock()
-	var list []gpumem.OOMObserver
-	if old := a.observers.Load(); old != nil {
-		list = append(list, (*old)...)
-	}
-	list = append(list, o)
-	a.observers.Store(&list)
-}
+func (a *Allocator) AddOOMObserver(o gpumem.OOMObserver) { a.hooks.AddObserver(o) }
 
 // EnablePeer grants device peer read-write access to the pool of device dev
 // (MemPoolSetAccess), so that streams of peer may use its allocations.

@@ -36,8 +36,8 @@ func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) 
 		}
 	}
 	for attempt := 0; attempt < maxOOMHandlerAttempts; attempt++ {
-		h := d.a.handler.Load()
-		if h == nil || !(*h)(d.id, size, attempt) {
+		h := d.a.hooks.Handler()
+		if h == nil || !h(d.id, size, attempt) {
 			break
 		}
 		var p gpumem.Ptr
@@ -51,11 +51,7 @@ func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) 
 	d.stats.NumOOMs++
 	d.hist.add(gpumem.ActionOOM, d.id, s.Handle, 0, size)
 	d.mu.Unlock()
-	if obs := d.a.observers.Load(); obs != nil {
-		for _, o := range *obs {
-			o(e)
-		}
-	}
+	d.a.hooks.Notify(func() *gpumem.OutOfMemoryError { return e })
 	return 0, e
 }
 

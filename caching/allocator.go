@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/oomhooks"
 )
 
 // PoolID names a private memory pool used by graph captures. Captures that
@@ -162,11 +163,9 @@ type Allocator struct {
 	devs     []*device
 	closed   atomic.Bool
 
-	cbMu      sync.Mutex
-	handler   gpumem.OOMHandler
-	observers []gpumem.OOMObserver
-	nextPool  atomic.Uint64
-	logOnce   sync.Once
+	hooks    oomhooks.Hooks
+	nextPool atomic.Uint64
+	logOnce  sync.Once
 }
 
 var (
@@ -270,10 +269,7 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 			d.mu.Unlock()
 			return p, err
 		}
-		a.cbMu.Lock()
-		h := a.handler
-		a.cbMu.Unlock()
-		if h != nil {
+		if h := a.hooks.Handler(); h != nil {
 			d.mu.Unlock()
 			if h(d.id, size, attempt) {
 				continue
@@ -283,12 +279,7 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 		d.stats.NumOOMs++
 		d.record(gpumem.ActionOOM, s.Handle, 0, size)
 		d.mu.Unlock()
-		a.cbMu.Lock()
-		obs := append([]gpumem.OOMObserver(nil), a.observers...)
-		a.cbMu.Unlock()
-		for _, o := range obs {
-			o(oom)
-		}
+		a.hooks.Notify(func() *gpumem.OutOfMemoryError { return oom })
 		return 0, oom
 	}
 }

@@ -145,21 +145,12 @@ func (a *Allocator) EmptyCache() error {
 // SetOOMHandler installs h, called without any lock held before an
 // allocation fails for lack of memory; nil removes it.
 func (a *Allocator) SetOOMHandler(h gpumem.OOMHandler) {
-	a.cbMu.Lock()
-	a.handler = h
-	a.cbMu.Unlock()
+	a.hooks.SetHandler(h)
 }
 
 // AddOOMObserver adds o, told of every out-of-memory failure after the
 // device's lock is released.
-func (a *Allocator) AddOOMObserver(o gpumem.OOMObserver) {
-	if o == nil {
-		return
-	}
-	a.cbMu.Lock()
-	a.observers = append(a.observers, o)
-	a.cbMu.Unlock()
-}
+func (a *Allocator) AddOOMObserver(o gpumem.OOMObserver) { a.hooks.AddObserver(o) }
 
 // Close waits for every device, returns all memory (including allocations
 // not yet freed) and destroys the allocator's events. Later calls fail with

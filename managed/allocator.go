@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/caching"
+	"github.com/gpumem/gpumem/internal/oomhooks"
 )
 
 // ErrNotEnabled is returned by New when unified memory is not enabled and
@@ -51,8 +52,7 @@ type Allocator struct {
 
 	shards [nshards]shard
 
-	cbMu      sync.Mutex
-	observers []gpumem.OOMObserver
+	hooks oomhooks.Hooks // observers only: the pools keep the handler
 }
 
 var (
@@ -324,16 +324,7 @@ func (a *Allocator) translateOOM(oom *gpumem.OutOfMemoryError) *gpumem.OutOfMemo
 }
 
 func (a *Allocator) observe(oom *gpumem.OutOfMemoryError) {
-	a.cbMu.Lock()
-	obs := append([]gpumem.OOMObserver(nil), a.observers...)
-	a.cbMu.Unlock()
-	if len(obs) == 0 {
-		return
-	}
-	e := a.translateOOM(oom)
-	for _, o := range obs {
-		o(e)
-	}
+	a.hooks.Notify(func() *gpumem.OutOfMemoryError { return a.translateOOM(oom) })
 }
 
 // Buffer returns the live buffer that starts at p, or nil.
@@ -490,14 +481,7 @@ func (a *Allocator) SetOOMHandler(h gpumem.OOMHandler) {
 
 // AddOOMObserver adds an observer told of every out-of-memory failure,
 // with the managed allocator's description.
-func (a *Allocator) AddOOMObserver(o gpumem.OOMObserver) {
-	if o == nil {
-		return
-	}
-	a.cbMu.Lock()
-	a.observers = append(a.observers, o)
-	a.cbMu.Unlock()
-}
+func (a *Allocator) AddOOMObserver(o gpumem.OOMObserver) { a.hooks.AddObserver(o) }
 
 // Close waits for the devices, returns all managed memory (buffers not yet
 // freed included) and invalidates every buffer. Later calls fail with
