@@ -4,15 +4,15 @@
 //	gpumem info    [--backend B] [--library PATH] [--sim-devices N] [--json]
 //	gpumem symbols [--backend cuda|hip] [--library PATH] [--json]
 //	gpumem replay  [--backend B] [--allocator caching|asyncpool|managed] [--conf CONF]
-//	               [--sim-capacity BYTES] [--sim-devices N] [--html FILE] [--json] TRACE...
+//	               [--sim-capacity BYTES] [--sim-devices N] [--html FILE] [--json] [TRACE|SNAPSHOT...]
 //	gpumem convert [--device N] [-o OUT] SNAPSHOT
 //
 // info describes the devices a backend sees; symbols resolves a vendor
 // library's symbol table without initialising it; replay runs traces
 // through allocators and compares them (a PyTorch memory snapshot is
 // accepted wherever a trace is); convert turns a PyTorch memory snapshot
-// into a trace file. With no trace, replay uses the
-// bundled trace (recorded from PyTorch); with no --allocator (and no backend key in the
+// into a trace file. With no trace, replay uses the bundled trace (recorded
+// from PyTorch); with no --allocator (and no backend key in the
 // configuration) it runs every allocator linked in. Its backend defaults to
 // auto: a real GPU if one opens, else the simulator, and it says so.
 //
