@@ -53,11 +53,7 @@ func Open(library string) (gpumem.Backend, error) {
 }
 
 func open(load vendor.Loader, library string) (gpumem.Backend, error) {
-	b, err := vendor.Open(&dialect, load, library)
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return vendor.OpenBackend(&dialect, load, library)
 }
 
 // Symbols resolves the symbol table against a CUDA driver library without

@@ -137,6 +137,16 @@ type Backend struct {
 
 var _ gpumem.Backend = (*Backend)(nil)
 
+// OpenBackend is Open for a vendor package's Open: the backend as a
+// gpumem.Backend, nil (not a typed nil) when it fails.
+func OpenBackend(d *Dialect, load Loader, path string) (gpumem.Backend, error) {
+	b, err := Open(d, load, path)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
 // Open loads the library (path, or the dialect's candidates), resolves the
 // table and starts the runtime.
 func Open(d *Dialect, load Loader, path string) (*Backend, error) {
