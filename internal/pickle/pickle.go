@@ -634,35 +634,15 @@ func (d *decoder) run() (any, error) {
 			if s, err = d.line(); err == nil {
 				err = d.textNumber(op, c, s)
 			}
-		case 0x8c: // SHORT_BINUNICODE
+		case 0x8c, 'X', 0x8d, 'C', 'B', 0x8e: // (SHORT_)BINUNICODE(8), (SHORT_)BINBYTES(8)
+			v := lengthPrefixed[c]
 			var n uint64
-			if n, err = d.uint(1); err == nil {
-				err = d.pushString(op, n)
-			}
-		case 'X': // BINUNICODE
-			var n uint64
-			if n, err = d.uint(4); err == nil {
-				err = d.pushString(op, n)
-			}
-		case 0x8d: // BINUNICODE8
-			var n uint64
-			if n, err = d.uint(8); err == nil {
-				err = d.pushString(op, n)
-			}
-		case 'C': // SHORT_BINBYTES
-			var n uint64
-			if n, err = d.uint(1); err == nil {
-				err = d.pushBytes(op, n)
-			}
-		case 'B': // BINBYTES
-			var n uint64
-			if n, err = d.uint(4); err == nil {
-				err = d.pushBytes(op, n)
-			}
-		case 0x8e: // BINBYTES8
-			var n uint64
-			if n, err = d.uint(8); err == nil {
-				err = d.pushBytes(op, n)
+			if n, err = d.uint(v.width); err == nil {
+				if v.bytes {
+					err = d.pushBytes(op, n)
+				} else {
+					err = d.pushString(op, n)
+				}
 			}
 		case ']': // EMPTY_LIST
 			err = d.push(&list{})
@@ -821,6 +801,16 @@ func rawUnicode(s string) (string, error) {
 		b.WriteRune(rune(s[i]))
 	}
 	return b.String(), nil
+}
+
+// lengthPrefixed are the opcodes of a string or bytes value: the width of
+// their little-endian length, and whether the value is bytes (else str).
+var lengthPrefixed = map[byte]struct {
+	width int
+	bytes bool
+}{
+	0x8c: {1, false}, 'X': {4, false}, 0x8d: {8, false},
+	'C': {1, true}, 'B': {4, true}, 0x8e: {8, true},
 }
 
 func opName(c byte) string {
