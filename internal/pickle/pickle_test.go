@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // The files under testdata were written by Python 3.12's pickle.dumps of the
@@ -232,24 +234,9 @@ func ExampleDecode() {
 	// Output: alloc 512
 }
 
-// failingReader returns its bytes, then err.
-type failingReader struct {
-	b   []byte
-	err error
-}
-
-func (f *failingReader) Read(p []byte) (int, error) {
-	if len(f.b) == 0 {
-		return 0, f.err
-	}
-	n := copy(p, f.b)
-	f.b = f.b[n:]
-	return n, nil
-}
-
 func TestReaderFailure(t *testing.T) {
 	cause := errors.New("disk on fire")
-	_, err := Decode(&failingReader{b: []byte{0x80, 4, '}', 0x8c, 10, 'a'}, err: cause})
+	_, err := Decode(io.MultiReader(bytes.NewReader([]byte{0x80, 4, '}', 0x8c, 10, 'a'}), iotest.ErrReader(cause)))
 	if !errors.Is(err, cause) || errors.Is(err, ErrMalformed) {
 		t.Fatalf("a failing reader gave %v: want its error, not ErrMalformed", err)
 	}

@@ -5,10 +5,12 @@ import (
 	"compress/gzip"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/gpumem/gpumem"
 )
@@ -257,20 +259,6 @@ func TestNameOf(t *testing.T) {
 	}
 }
 
-type failingReader struct {
-	b   []byte
-	err error
-}
-
-func (f *failingReader) Read(p []byte) (int, error) {
-	if len(f.b) == 0 {
-		return 0, f.err
-	}
-	n := copy(p, f.b)
-	f.b = f.b[n:]
-	return n, nil
-}
-
 func TestReadFailures(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("testdata", "train.pickle.gz"))
 	if err != nil {
@@ -291,7 +279,7 @@ func TestReadFailures(t *testing.T) {
 	}
 	cause := errors.New("disk on fire")
 	for name, in := range map[string][]byte{"plain": []byte("\x80\x04}(" + str("device_traces")), "gzip": raw[:len(raw)/2]} {
-		_, err := Read(&failingReader{b: in, err: cause})
+		_, err := Read(io.MultiReader(bytes.NewReader(in), iotest.ErrReader(cause)))
 		if !errors.Is(err, cause) || errors.Is(err, gpumem.ErrInvalidValue) {
 			t.Errorf("%s: a failing reader gave %v: want its error, not ErrInvalidValue", name, err)
 		}
