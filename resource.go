@@ -105,6 +105,7 @@ type MemoryStats struct {
 	Fragmentation       float64 `json:"fragmentation"`         // 1 - largest free / free (0 when nothing is free)
 	PendingReleaseBytes int64   `json:"pending_release_bytes"` // bytes freed but awaiting other streams
 	CrossStreamReuses   int64   `json:"cross_stream_reuses"`   // free blocks reused on another stream after a wait
+	SegmentGrowths      int64   `json:"segment_growths"`       // wholly free segments grown in place instead of replaced
 }
 
 // HistoryAction names what a history entry records.

@@ -50,6 +50,7 @@ type segment struct {
 	stream gpumem.Stream
 	head   *block
 	exp    *expandable // non-nil for an expandable segment
+	grow   *growable   // non-nil for a growable segment
 }
 
 // pool is a set of free blocks of one kind (small or large), per stream.
@@ -137,6 +138,7 @@ type device struct {
 
 	expOn     bool
 	expReason string
+	growOn    bool // growable segments on
 	gran      uint64
 	keepChunk uint64             // while a mapping runs: the chunk size whose unmapped handles it reuses
 	kept      []gpumem.MemHandle // handles unmapped for that mapping, not yet reused
@@ -220,6 +222,9 @@ func New(b gpumem.Backend, opts Options) (*Allocator, error) {
 		}
 		if opts.ExpandableSegments {
 			d.initExpandable()
+		}
+		if opts.GrowSegments && opts.Upstream == nil {
+			d.initGrowable()
 		}
 		a.devs = append(a.devs, d)
 	}
@@ -545,6 +550,14 @@ func (d *device) allocSlow(p *pool, size, rounded uint64, s gpumem.Stream) (gpum
 		d.garbageCollect()
 	}
 	segSize := d.segmentSize(p, rounded)
+	if seg := d.growCandidate(p, segSize, s.Handle); seg != nil {
+		// Growing a wholly free segment in place adds fewer bytes than a
+		// new segment and spares releasing the old one. On failure (out
+		// of memory) a new segment is tried, with its retries.
+		if b, err := d.growSegment(seg, segSize); err == nil {
+			return d.finishAlloc(b, size, rounded), nil, nil
+		}
+	}
 	b, err := d.newSegment(p, segSize, s)
 	if natural := pytorchSegmentSize(p, rounded); errors.Is(err, gpumem.ErrOutOfMemory) && segSize > natural {
 		// The enlarged segment does not fit: PyTorch's size may.
@@ -628,20 +641,34 @@ func (d *device) newSegment(p *pool, segSize uint64, s gpumem.Stream) (*block, e
 	if bound := d.growthBound(segSize); d.a.opts.ReleaseBeforeGrow && reserved+segSize > bound {
 		d.releaseForGrowth(reserved + segSize - bound)
 	}
-	ptr, err := d.a.upstream.Alloc(d.id, segSize)
+	var (
+		ptr gpumem.Ptr
+		g   *growable
+		err error
+	)
+	if d.growableFor(p, segSize) {
+		ptr, g, err = d.allocGrowable(segSize)
+		if errors.Is(err, gpumem.ErrNotSupported) {
+			d.disableGrowable(err)
+			g = nil
+		}
+	}
+	if g == nil && !errors.Is(err, gpumem.ErrOutOfMemory) {
+		ptr, err = d.a.upstream.Alloc(d.id, segSize)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("caching: new segment of %s on device %d: %w", gpumem.FormatBytes(segSize), d.id, err)
 	}
 	if ptr == 0 {
 		return nil, fmt.Errorf("caching: upstream returned a null segment: %w", gpumem.ErrInvalidValue)
 	}
+	seg := &segment{addr: ptr, size: segSize, pool: p, stream: s, grow: g}
 	if h := d.a.opts.OnNewSegment; h != nil {
 		if err := h(d.id, ptr, segSize); err != nil {
-			_ = d.a.upstream.Free(d.id, ptr)
+			_ = d.freeSegmentMemory(seg)
 			return nil, fmt.Errorf("caching: new segment hook: %w", err)
 		}
 	}
-	seg := &segment{addr: ptr, size: segSize, pool: p, stream: s}
 	b := d.newBlock()
 	b.addr, b.size, b.stream, b.pool, b.seg = ptr, segSize, s, p, seg
 	b.tree = p.treeFor(s.Handle, true)
@@ -665,9 +692,11 @@ func (d *device) releaseSegment(seg *segment) error {
 	if b.inTree {
 		d.takeFromTree(b.tree, b)
 	}
-	if err := d.a.upstream.Free(d.id, seg.addr); err != nil {
+	if err := d.freeSegmentMemory(seg); err != nil && (seg.grow == nil || seg.grow.handles != nil) {
 		d.cache(b) // keep it; the memory is still ours
 		return fmt.Errorf("caching: freeing segment %#x: %w", uintptr(seg.addr), err)
+	} else if err != nil {
+		d.a.logf("caching: freeing segment %#x: %v", uintptr(seg.addr), err)
 	}
 	delete(d.segments, seg)
 	st := seg.pool.statType()
@@ -683,6 +712,15 @@ func (d *device) releaseSegment(seg *segment) error {
 	}
 	d.recycle(b)
 	return nil
+}
+
+// freeSegmentMemory returns a regular segment's memory: to Upstream, or
+// unmapped and released for a growable one.
+func (d *device) freeSegmentMemory(seg *segment) error {
+	if seg.grow != nil {
+		return d.freeGrowable(seg)
+	}
+	return d.a.upstream.Free(d.id, seg.addr)
 }
 
 // freeable reports whether seg is a regular segment that is wholly free.

@@ -203,7 +203,7 @@ func (d *device) closeLocked() error {
 			}
 			continue
 		}
-		if err := d.a.upstream.Free(d.id, seg.addr); err != nil {
+		if err := d.freeSegmentMemory(seg); err != nil {
 			errs = append(errs, fmt.Errorf("caching: freeing segment %#x: %w", uintptr(seg.addr), err))
 		}
 	}

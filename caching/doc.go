@@ -8,8 +8,10 @@
 // # Glossary
 //
 //	segment     one device allocation (Upstream.Alloc, by default the backend's
-//	            Malloc), or one expandable segment: a virtual range reserved once
-//	            per stream and pool, backed by physical chunks mapped on demand.
+//	            Malloc), one growable segment (physical memory mapped into a
+//	            virtual range with room to grow), or one expandable segment: a
+//	            virtual range reserved once per stream and pool, backed by
+//	            physical chunks mapped on demand.
 //	block       a range of a segment; the segment's blocks tile it in address
 //	            order (prev/next). A block is allocated, pending (freed but
 //	            awaiting events of streams that used it) or free (cached).
@@ -58,29 +60,38 @@
 //  5. With garbage_collection_threshold set and reserved memory above
 //     threshold × allowed, free wholly free large segments not reused for
 //     the longest (PyTorch's garbage_collect_cached_blocks).
-//  6. Ask for a new segment: 2 MiB for small requests, 20 MiB for requests
+//  6. With growable segments on (DefaultOptions), grow a wholly free
+//     growable segment of the pool and stream in place instead: the largest
+//     one smaller than the new segment would be, whose reserved virtual range
+//     has room. One create, map and access call add the difference after
+//     it; no synchronization, no free. Release before growth applies to the
+//     difference, the grown segment excepted.
+//  7. Ask for a new segment: 2 MiB for small requests, 20 MiB for requests
 //     under 10 MiB, else the request rounded to 2 MiB; DefaultOptions
-//     enlarge large segments to 256 MiB, but to no more than a sixteenth of
-//     what the device already holds. With release before growth on and the
+//     enlarge large segments to 256 MiB, but to no more than an eighth of
+//     what the device already holds. A large segment is growable where the
+//     backend has a virtual memory API: its physical memory is mapped at the
+//     start of a virtual range eight times its size (at most twice the
+//     device's capacity). With release before growth on and the
 //     segment raising reserved memory above its high-water mark (plus
 //     GrowthSlack over the allocated high-water mark, if set), first
 //     free wholly free cached segments after one device synchronization:
 //     the smallest that covers what is still needed, else the largest,
 //     until the growth is covered. The memory fraction caps reserved memory.
-//  7. If the device is out of memory: free oversize cached blocks
+//  8. If the device is out of memory: free oversize cached blocks
 //     (max_split_size), retry; then wait for every pending event, free every
 //     wholly free segment and unmap every free chunk, retry (num_alloc_retries).
-//  8. Still out of memory: unlock, call the OOM handler (it may free memory
+//  9. Still out of memory: unlock, call the OOM handler (it may free memory
 //     and ask for a retry: back to 2), else count the OOM, unlock, tell the
 //     observers and return an *OutOfMemoryError that says what was asked, the
 //     device's capacity and free memory, what is allocated and reserved, the
 //     largest cached block, and the setting that would help.
-//  9. Split the block if the remainder is worth keeping (small pool: at least
+//  10. Split the block if the remainder is worth keeping (small pool: at least
 //     512 bytes; large pool: more than 1 MiB and the request below
 //     max_split_size; expandable: at least 512 bytes), cache the remainder,
 //     record the block in the address table and count it.
 //
-// Expandable segments replace step 6: each stream's pool has one virtual
+// Expandable segments replace steps 6 and 7: each stream's pool has one virtual
 // range twice the device's capacity; its free blocks are searched like any
 // other, and the chunks (2 MiB small, 20 MiB large by default) under the
 // chosen block are created, mapped and made accessible. Release before

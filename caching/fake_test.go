@@ -123,6 +123,9 @@ func (f *fakeGPU) MemGranularity(int, bool) (uint64, error) {
 func (f *fakeGPU) MemAddressReserve(size, align uint64) (gpumem.Ptr, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.fail("MemAddressReserve"); err != nil {
+		return 0, err
+	}
 	p := gpumem.Ptr(f.next)
 	f.next += (size + (2<<20 - 1)) &^ (2<<20 - 1)
 	return p, nil
@@ -152,13 +155,25 @@ func (f *fakeGPU) MemRelease(h gpumem.MemHandle) error {
 func (f *fakeGPU) MemMap(p gpumem.Ptr, size, off uint64, h gpumem.MemHandle) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.fail("MemMap"); err != nil {
+		return err
+	}
 	f.mapped[p] = size
 	return nil
 }
 func (f *fakeGPU) MemUnmap(p gpumem.Ptr, size uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	delete(f.mapped, p)
+	// One unmap may span several mappings, as in CUDA.
+	for m := range f.mapped {
+		if m >= p && uint64(m-p) < size {
+			delete(f.mapped, m)
+		}
+	}
 	return nil
 }
-func (f *fakeGPU) MemSetAccess(gpumem.Ptr, uint64, int, gpumem.Access) error { return nil }
+func (f *fakeGPU) MemSetAccess(gpumem.Ptr, uint64, int, gpumem.Access) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fail("MemSetAccess")
+}

@@ -78,6 +78,16 @@ type Options struct {
 	// under 20 MiB): segments grow with the workload, so a small one is not
 	// rounded up to segments sized for a large one. 0: MinLargeSegment as is.
 	SegmentDivisor int
+	// GrowSegments backs large regular segments with the backend's virtual
+	// memory API: physical memory mapped into a virtual range reserved with
+	// room beyond it. A wholly free segment then grows in place to serve a
+	// larger request (one create, map and access call for the difference)
+	// instead of being freed, which synchronizes the device and costs
+	// hundreds of microseconds for a large segment, and replaced. Off where
+	// the device has no virtual memory management, with Upstream set, for
+	// capture pools and while a capture is underway.
+	GrowSegments bool
+
 	// PerProcessMemoryFraction in (0, 1] caps reserved memory at this fraction
 	// of the device's capacity. 0: no cap.
 	PerProcessMemoryFraction float64
@@ -119,18 +129,26 @@ const (
 )
 
 // DefaultSegmentDivisor is DefaultOptions' SegmentDivisor: a new large
-// segment is at most a sixteenth of what the device holds, so that rounding
-// segments up costs at most about 6 % of the footprint.
-const DefaultSegmentDivisor = 16
+// segment is at most an eighth of what the device holds.
+const DefaultSegmentDivisor = 8
+
+// DefaultGrowthSlack is DefaultOptions' GrowthSlack: reserved memory may
+// grow to an eighth over the allocated high-water mark before cached
+// segments are released to make room.
+const DefaultGrowthSlack = 0.125
 
 // DefaultOptions are PyTorch's defaults plus the project's extensions:
-// cross-stream reuse, release before growth, and segments of at least
-// DefaultSmallSegment (small pool) and DefaultMinLargeSegment (large pool,
-// but no more than a DefaultSegmentDivisor-th of what the device holds),
-// which cut device allocations (each one tens of microseconds on a GPU)
-// several fold while release before growth keeps the footprint low.
+// cross-stream reuse, release before growth with DefaultGrowthSlack,
+// growable segments, and segments of at least DefaultSmallSegment (small
+// pool) and DefaultMinLargeSegment (large pool, but no more than a
+// DefaultSegmentDivisor-th of what the device holds). Together they cut
+// device calls several fold against PyTorch's (each allocation tens of
+// microseconds on a GPU, each free of a large segment hundreds) while the
+// footprint stays below PyTorch's; docs/gpu-results.md has the figures they
+// were chosen on.
 func DefaultOptions() Options {
-	return Options{CrossStreamReuse: true, ReleaseBeforeGrow: true, SegmentDivisor: DefaultSegmentDivisor,
+	return Options{CrossStreamReuse: true, ReleaseBeforeGrow: true, GrowthSlack: DefaultGrowthSlack,
+		GrowSegments: true, SegmentDivisor: DefaultSegmentDivisor,
 		SmallSegment: DefaultSmallSegment, MinLargeSegment: DefaultMinLargeSegment}
 }
 

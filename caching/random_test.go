@@ -17,6 +17,7 @@ func TestRandomInvariants(t *testing.T) {
 	}{
 		{"pytorch", Options{}},
 		{"default", DefaultOptions()},
+		{"growable", Options{GrowSegments: true, ReleaseBeforeGrow: true, CrossStreamReuse: true}},
 		{"max-split", Options{MaxSplitSize: 30 << 20, CrossStreamReuse: true, RoundupPower2Divisions: []Division{{UpToMB: 0, Divisions: 4}}}},
 		{"expandable", expandableOptions()},
 		{"gc-fraction", Options{GarbageCollectionThreshold: 0.6, PerProcessMemoryFraction: 0.9, ReleaseBeforeGrow: true}},
@@ -24,7 +25,7 @@ func TestRandomInvariants(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rng := rand.New(rand.NewSource(1))
 			f := newFake(512 << 20)
-			f.faults = map[string]int{"Malloc": 7, "EventRecord": 3, "MemCreate": 5}
+			f.faults = map[string]int{"Malloc": 7, "EventRecord": 3, "MemCreate": 5, "MemMap": 9, "MemSetAccess": 11}
 			c.opts.HistorySize = 64
 			a, err := New(f, c.opts)
 			if err != nil {
@@ -66,6 +67,9 @@ func TestRandomInvariants(t *testing.T) {
 					_ = a.EmptyCache()
 				}
 				checkInvariants(t, a)
+			}
+			if st := a.Stats(0); c.opts.GrowSegments && !c.opts.ExpandableSegments && st.SegmentGrowths == 0 {
+				t.Error("no segment grew")
 			}
 			if len(a.History()) != 64 {
 				t.Errorf("history holds %d entries, want the ring's 64", len(a.History()))

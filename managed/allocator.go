@@ -413,6 +413,7 @@ func addStats(x, y gpumem.MemoryStats) gpumem.MemoryStats {
 	x.NumDeviceFree += y.NumDeviceFree
 	x.PendingReleaseBytes += y.PendingReleaseBytes
 	x.CrossStreamReuses += y.CrossStreamReuses
+	x.SegmentGrowths += y.SegmentGrowths
 	free := x.LargestFreeBlock // approximate the combined fragmentation from the larger pool
 	x.LargestFreeBlock = max(x.LargestFreeBlock, y.LargestFreeBlock)
 	if free < y.LargestFreeBlock {

@@ -310,6 +310,8 @@ var families = func() []family {
 			func(s *gpumem.MemoryStats) float64 { return float64(s.PendingReleaseBytes) }),
 		scalar("gpumem_cross_stream_reuses_total", "counter", "Free blocks reused on another stream after a wait.",
 			func(s *gpumem.MemoryStats) float64 { return float64(s.CrossStreamReuses) }),
+		scalar("gpumem_segment_growths_total", "counter", "Wholly free segments grown in place instead of replaced by a new one.",
+			func(s *gpumem.MemoryStats) float64 { return float64(s.SegmentGrowths) }),
 	)
 	return append(fs, deferrableFamilies()...)
 }()

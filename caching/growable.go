@@ -1,0 +1,164 @@
+package caching
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpumem/gpumem"
+)
+
+// growable is the mapping state of a growable segment: a regular large
+// segment whose memory is mapped into a virtual range reserved with room
+// beyond it, so that, while wholly free, it can grow in place to serve a
+// larger request. See doc.go for the policy.
+type growable struct {
+	va      uint64             // bytes of the reserved range, from the segment's address
+	handles []gpumem.MemHandle // physical allocations mapped one after another
+	sizes   []uint64           // their sizes
+}
+
+// growHeadroom is how many times a growable segment's size its virtual
+// range covers (at most twice the device's capacity).
+const growHeadroom = 8
+
+func (d *device) initGrowable() {
+	g := d.gran
+	if g == 0 {
+		var err error
+		g, err = d.a.b.MemGranularity(d.id, false)
+		if err == nil && g == 0 {
+			err = fmt.Errorf("zero granularity: %w", gpumem.ErrNotSupported)
+		}
+		if err != nil {
+			d.disableGrowable(err)
+			return
+		}
+	}
+	d.gran = g
+	d.growOn = true
+}
+
+func (d *device) disableGrowable(err error) {
+	d.growOn = false
+	d.a.logf("caching: growable segments are off on device %d: the backend's virtual memory API is unavailable (%v); using regular segments", d.id, err)
+}
+
+// growableFor reports whether a new segment of segSize for pool p is made
+// growable: large pools outside captures, with the backend as upstream, in
+// multiples of the mapping granularity.
+func (d *device) growableFor(p *pool, segSize uint64) bool {
+	return d.growOn && !p.small && p.private == nil && len(d.captures) == 0 &&
+		segSize%d.gran == 0 && (d.maxSplit == 0 || segSize < d.maxSplit)
+}
+
+// allocGrowable reserves a virtual range with headroom and maps segSize
+// bytes of new physical memory at its start.
+func (d *device) allocGrowable(segSize uint64) (gpumem.Ptr, *growable, error) {
+	va := min(segSize*growHeadroom, 2*d.total)
+	va = max((va+d.gran-1)/d.gran*d.gran, segSize)
+	base, err := d.a.b.MemAddressReserve(va, d.gran)
+	if err != nil {
+		return 0, nil, err
+	}
+	h, err := d.mapPhysical(base, segSize)
+	if err != nil {
+		_ = d.a.b.MemAddressFree(base, va)
+		return 0, nil, err
+	}
+	return base, &growable{va: va, handles: []gpumem.MemHandle{h}, sizes: []uint64{segSize}}, nil
+}
+
+// mapPhysical creates n bytes of physical memory on the device and maps
+// them read-write at addr, undoing what it did on failure.
+func (d *device) mapPhysical(addr gpumem.Ptr, n uint64) (gpumem.MemHandle, error) {
+	h, err := d.a.b.MemCreate(d.id, n)
+	if err != nil {
+		return gpumem.MemHandle{}, err
+	}
+	if err := d.a.b.MemMap(addr, n, 0, h); err != nil {
+		_ = d.a.b.MemRelease(h)
+		return gpumem.MemHandle{}, err
+	}
+	if err := d.a.b.MemSetAccess(addr, n, d.id, gpumem.AccessReadWrite); err != nil {
+		_ = d.a.b.MemUnmap(addr, n)
+		_ = d.a.b.MemRelease(h)
+		return gpumem.MemHandle{}, err
+	}
+	return h, nil
+}
+
+// growCandidate is the wholly free growable segment of pool p owned by
+// stream that can grow to segSize: the largest, so that growing it adds
+// the fewest bytes. Nil when there is none.
+func (d *device) growCandidate(p *pool, segSize uint64, stream uintptr) *segment {
+	if !d.growableFor(p, segSize) {
+		return nil
+	}
+	var best *segment
+	for seg := range d.segments {
+		g := seg.grow
+		if g == nil || seg.pool != p || seg.stream.Handle != stream || seg.size >= segSize || g.va < segSize || !freeable(seg) {
+			continue
+		}
+		if best == nil || seg.size > best.size || (seg.size == best.size && seg.addr < best.addr) {
+			best = seg
+		}
+	}
+	return best
+}
+
+// growSegment grows the wholly free segment seg in place to segSize and
+// returns its single block, out of any tree. Cached memory is released
+// first as for a new segment, seg excepted. On failure seg is cached again
+// unchanged.
+func (d *device) growSegment(seg *segment, segSize uint64) (*block, error) {
+	b := seg.head
+	d.takeFromTree(b.tree, b) // out of the tree: not a candidate for release
+	delta := segSize - seg.size
+	reserved := uint64(d.stats.ReservedBytes[gpumem.StatAll].Current)
+	if d.limit > 0 && reserved+delta > d.limit {
+		d.cache(b)
+		return nil, fmt.Errorf("caching: %s more would exceed the memory fraction's cap of %s: %w",
+			gpumem.FormatBytes(delta), gpumem.FormatBytes(d.limit), gpumem.ErrOutOfMemory)
+	}
+	if bound := d.growthBound(delta); d.a.opts.ReleaseBeforeGrow && reserved+delta > bound {
+		d.releaseForGrowth(reserved + delta - bound)
+	}
+	end := seg.addr.Add(seg.size)
+	h, err := d.mapPhysical(end, delta)
+	if err != nil {
+		d.cache(b)
+		return nil, fmt.Errorf("caching: growing segment %#x by %s on device %d: %w", uintptr(seg.addr), gpumem.FormatBytes(delta), d.id, err)
+	}
+	g := seg.grow
+	g.handles = append(g.handles, h)
+	g.sizes = append(g.sizes, delta)
+	seg.size = segSize
+	b.size = segSize
+	st := seg.pool.statType()
+	d.addReserved(st, int64(delta))
+	d.stats.NumDeviceAlloc++
+	d.stats.SegmentGrowths++
+	d.record(gpumem.ActionSegmentMap, seg.stream.Handle, end, delta)
+	return b, nil
+}
+
+// freeGrowable unmaps a growable segment, releases its physical memory and
+// its virtual range. The segment is gone once the unmap succeeded.
+func (d *device) freeGrowable(seg *segment) error {
+	g := seg.grow
+	if err := d.a.b.MemUnmap(seg.addr, seg.size); err != nil {
+		return err
+	}
+	var errs []error
+	for _, h := range g.handles {
+		if err := d.a.b.MemRelease(h); err != nil {
+			errs = append(errs, fmt.Errorf("releasing physical memory: %w", err))
+		}
+	}
+	if err := d.a.b.MemAddressFree(seg.addr, g.va); err != nil {
+		errs = append(errs, fmt.Errorf("freeing a virtual range: %w", err))
+	}
+	g.handles, g.sizes = nil, nil
+	return errors.Join(errs...)
+}
