@@ -1,7 +1,8 @@
 // Package caching is a caching device-memory allocator with the semantics of
 // PyTorch's CUDA caching allocator, over any gpumem.Backend (CUDA, HIP or the
-// simulator), with extensions that cut fragmentation: cross-stream reuse,
-// release before growth, and expandable segments that return free chunks.
+// simulator), with extensions that cut fragmentation and device calls:
+// cross-stream reuse, release before growth, growable segments that grow in
+// place, and expandable segments that return free chunks.
 //
 // Other files say "See doc.go for an overview."
 //

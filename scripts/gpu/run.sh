@@ -34,9 +34,10 @@ if [ "$what" = all ] || [ "$what" = anchors ] || [ "$what" = replay ]; then
 fi
 
 if [ "$what" = all ] || [ "$what" = replay ]; then
-	# Five rounds interleave the anchors and gpumem on each trace, so that the
-	# machine's drift (up to 40 % between minutes) hits both alike.
-	for round in 1 2 3 4 5; do
+	# Rounds (ROUNDS, default 7) interleave the anchors and gpumem on each
+	# trace, so that the machine's drift (up to 40 % between minutes) hits
+	# both alike; compare medians.
+	for round in $(seq 1 "${ROUNDS:-7}"); do
 		for t in $traces; do
 			PYTORCH_CUDA_ALLOC_CONF= $W/ptreplay "$t" torch >>"$OUT/ptreplay.jsonl" 2>&1
 			$G/gpumem replay --backend cuda --allocator caching --json "$t" >>"$OUT/replay.jsonl" 2>>"$OUT/replay.err"
@@ -47,6 +48,10 @@ if [ "$what" = all ] || [ "$what" = replay ]; then
 		done
 	done
 	note "replay rounds done (errors: $(wc -l <"$OUT/replay.err"))"
+	# Where the caching allocator's time goes: every backend call of the loop.
+	for t in $traces; do
+		$G/gpumem replay --backend cuda --allocator caching --profile --json "$t" >>"$OUT/profile.jsonl" 2>>"$OUT/profile.txt"
+	done
 	sed 's/^/anchor: /' "$OUT/ptreplay.jsonl" | tee -a "$summary"
 	sed 's/^/gpumem: /' "$OUT/replay.jsonl" | tee -a "$summary"
 fi
