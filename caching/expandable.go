@@ -32,16 +32,29 @@ func (e *expandable) mappedWithin(b *block) uint64 {
 }
 
 func (d *device) initExpandable() {
+	if err := d.initGranularity(); err != nil {
+		d.disableExpandable(err)
+		return
+	}
+	d.expOn = true
+}
+
+// initGranularity reads the device's mapping granularity once, for
+// expandable and growable segments; an error says the virtual memory API
+// is unavailable.
+func (d *device) initGranularity() error {
+	if d.gran != 0 {
+		return nil
+	}
 	g, err := d.a.b.MemGranularity(d.id, false)
 	if err == nil && g == 0 {
 		err = fmt.Errorf("zero granularity: %w", gpumem.ErrNotSupported)
 	}
 	if err != nil {
-		d.disableExpandable(err)
-		return
+		return err
 	}
 	d.gran = g
-	d.expOn = true
+	return nil
 }
 
 func (d *device) disableExpandable(err error) {

@@ -22,19 +22,10 @@ type growable struct {
 const growHeadroom = 8
 
 func (d *device) initGrowable() {
-	g := d.gran
-	if g == 0 {
-		var err error
-		g, err = d.a.b.MemGranularity(d.id, false)
-		if err == nil && g == 0 {
-			err = fmt.Errorf("zero granularity: %w", gpumem.ErrNotSupported)
-		}
-		if err != nil {
-			d.disableGrowable(err)
-			return
-		}
+	if err := d.initGranularity(); err != nil {
+		d.disableGrowable(err)
+		return
 	}
-	d.gran = g
 	d.growOn = true
 }
 
