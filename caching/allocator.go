@@ -633,13 +633,8 @@ func (d *device) crossStreamBlock(p *pool, rounded uint64, s gpumem.Stream) (*bl
 // returns its single block, out of any tree. Out-of-memory errors (from the
 // device or the memory fraction) match gpumem.ErrOutOfMemory.
 func (d *device) newSegment(p *pool, segSize uint64, s gpumem.Stream) (*block, error) {
-	reserved := uint64(d.stats.ReservedBytes[gpumem.StatAll].Current)
-	if d.limit > 0 && reserved+segSize > d.limit {
-		return nil, fmt.Errorf("caching: %s more would exceed the memory fraction's cap of %s: %w",
-			gpumem.FormatBytes(segSize), gpumem.FormatBytes(d.limit), gpumem.ErrOutOfMemory)
-	}
-	if bound := d.growthBound(segSize); d.a.opts.ReleaseBeforeGrow && reserved+segSize > bound {
-		d.releaseForGrowth(reserved + segSize - bound)
+	if err := d.makeRoom(segSize); err != nil {
+		return nil, err
 	}
 	var (
 		ptr gpumem.Ptr
@@ -650,7 +645,6 @@ func (d *device) newSegment(p *pool, segSize uint64, s gpumem.Stream) (*block, e
 		ptr, g, err = d.allocGrowable(segSize)
 		if errors.Is(err, gpumem.ErrNotSupported) {
 			d.disableGrowable(err)
-			g = nil
 		}
 	}
 	if g == nil && !errors.Is(err, gpumem.ErrOutOfMemory) {
@@ -665,7 +659,7 @@ func (d *device) newSegment(p *pool, segSize uint64, s gpumem.Stream) (*block, e
 	seg := &segment{addr: ptr, size: segSize, pool: p, stream: s, grow: g}
 	if h := d.a.opts.OnNewSegment; h != nil {
 		if err := h(d.id, ptr, segSize); err != nil {
-			_ = d.freeSegmentMemory(seg)
+			_, _ = d.freeSegmentMemory(seg)
 			return nil, fmt.Errorf("caching: new segment hook: %w", err)
 		}
 	}
@@ -692,7 +686,7 @@ func (d *device) releaseSegment(seg *segment) error {
 	if b.inTree {
 		d.takeFromTree(b.tree, b)
 	}
-	if err := d.freeSegmentMemory(seg); err != nil && (seg.grow == nil || seg.grow.handles != nil) {
+	if gone, err := d.freeSegmentMemory(seg); !gone {
 		d.cache(b) // keep it; the memory is still ours
 		return fmt.Errorf("caching: freeing segment %#x: %w", uintptr(seg.addr), err)
 	} else if err != nil {
@@ -714,13 +708,31 @@ func (d *device) releaseSegment(seg *segment) error {
 	return nil
 }
 
+// makeRoom prepares reserved memory to grow by n bytes of regular segment
+// (new or grown): an error matching ErrOutOfMemory past the memory
+// fraction's cap; with release before growth, wholly free cached segments
+// released so that the growth stays within growthBound.
+func (d *device) makeRoom(n uint64) error {
+	reserved := uint64(d.stats.ReservedBytes[gpumem.StatAll].Current)
+	if d.limit > 0 && reserved+n > d.limit {
+		return fmt.Errorf("caching: %s more would exceed the memory fraction's cap of %s: %w",
+			gpumem.FormatBytes(n), gpumem.FormatBytes(d.limit), gpumem.ErrOutOfMemory)
+	}
+	if bound := d.growthBound(n); d.a.opts.ReleaseBeforeGrow && reserved+n > bound {
+		d.releaseForGrowth(reserved + n - bound)
+	}
+	return nil
+}
+
 // freeSegmentMemory returns a regular segment's memory: to Upstream, or
-// unmapped and released for a growable one.
-func (d *device) freeSegmentMemory(seg *segment) error {
+// unmapped and released for a growable one. gone says that the memory is
+// no longer the allocator's, even when err reports a later failure.
+func (d *device) freeSegmentMemory(seg *segment) (gone bool, err error) {
 	if seg.grow != nil {
 		return d.freeGrowable(seg)
 	}
-	return d.a.upstream.Free(d.id, seg.addr)
+	err = d.a.upstream.Free(d.id, seg.addr)
+	return err == nil, err
 }
 
 // freeable reports whether seg is a regular segment that is wholly free.

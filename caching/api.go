@@ -203,7 +203,7 @@ func (d *device) closeLocked() error {
 			}
 			continue
 		}
-		if err := d.freeSegmentMemory(seg); err != nil {
+		if _, err := d.freeSegmentMemory(seg); err != nil {
 			errs = append(errs, fmt.Errorf("caching: freeing segment %#x: %w", uintptr(seg.addr), err))
 		}
 	}

@@ -14,7 +14,6 @@ import (
 type growable struct {
 	va      uint64             // bytes of the reserved range, from the segment's address
 	handles []gpumem.MemHandle // physical allocations mapped one after another
-	sizes   []uint64           // their sizes
 }
 
 // growHeadroom is how many times a growable segment's size its virtual
@@ -56,7 +55,7 @@ func (d *device) allocGrowable(segSize uint64) (gpumem.Ptr, *growable, error) {
 		_ = d.a.b.MemAddressFree(base, va)
 		return 0, nil, err
 	}
-	return base, &growable{va: va, handles: []gpumem.MemHandle{h}, sizes: []uint64{segSize}}, nil
+	return base, &growable{va: va, handles: []gpumem.MemHandle{h}}, nil
 }
 
 // mapPhysical creates n bytes of physical memory on the device and maps
@@ -106,14 +105,9 @@ func (d *device) growSegment(seg *segment, segSize uint64) (*block, error) {
 	b := seg.head
 	d.takeFromTree(b.tree, b) // out of the tree: not a candidate for release
 	delta := segSize - seg.size
-	reserved := uint64(d.stats.ReservedBytes[gpumem.StatAll].Current)
-	if d.limit > 0 && reserved+delta > d.limit {
+	if err := d.makeRoom(delta); err != nil {
 		d.cache(b)
-		return nil, fmt.Errorf("caching: %s more would exceed the memory fraction's cap of %s: %w",
-			gpumem.FormatBytes(delta), gpumem.FormatBytes(d.limit), gpumem.ErrOutOfMemory)
-	}
-	if bound := d.growthBound(delta); d.a.opts.ReleaseBeforeGrow && reserved+delta > bound {
-		d.releaseForGrowth(reserved + delta - bound)
+		return nil, err
 	}
 	end := seg.addr.Add(seg.size)
 	h, err := d.mapPhysical(end, delta)
@@ -123,7 +117,6 @@ func (d *device) growSegment(seg *segment, segSize uint64) (*block, error) {
 	}
 	g := seg.grow
 	g.handles = append(g.handles, h)
-	g.sizes = append(g.sizes, delta)
 	seg.size = segSize
 	b.size = segSize
 	st := seg.pool.statType()
@@ -135,11 +128,12 @@ func (d *device) growSegment(seg *segment, segSize uint64) (*block, error) {
 }
 
 // freeGrowable unmaps a growable segment, releases its physical memory and
-// its virtual range. The segment is gone once the unmap succeeded.
-func (d *device) freeGrowable(seg *segment) error {
+// its virtual range. The segment is gone (gone) once the unmap succeeded;
+// failures after that are reported but leave nothing to retry.
+func (d *device) freeGrowable(seg *segment) (gone bool, err error) {
 	g := seg.grow
 	if err := d.a.b.MemUnmap(seg.addr, seg.size); err != nil {
-		return err
+		return false, err
 	}
 	var errs []error
 	for _, h := range g.handles {
@@ -150,6 +144,6 @@ func (d *device) freeGrowable(seg *segment) error {
 	if err := d.a.b.MemAddressFree(seg.addr, g.va); err != nil {
 		errs = append(errs, fmt.Errorf("freeing a virtual range: %w", err))
 	}
-	g.handles, g.sizes = nil, nil
-	return errors.Join(errs...)
+	g.handles = nil
+	return true, errors.Join(errs...)
 }
