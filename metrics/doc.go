@@ -77,6 +77,8 @@
 //	                      bytes freed but awaiting work on other streams
 //	(beyond PyTorch)      gpumem_cross_stream_reuses_total (counter)
 //	                      free blocks reused on another stream after a wait
+//	(beyond PyTorch)      gpumem_segment_growths_total (counter)
+//	                      wholly free segments grown in place instead of replaced
 //
 // # Deferrable memory
 //

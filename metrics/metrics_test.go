@@ -95,6 +95,7 @@ func expectStats(t *testing.T, e *exposition, name string, dev int, st gpumem.Me
 		"gpumem_fragmentation_ratio":        st.Fragmentation,
 		"gpumem_pending_release_bytes":      float64(st.PendingReleaseBytes),
 		"gpumem_cross_stream_reuses_total":  float64(st.CrossStreamReuses),
+		"gpumem_segment_growths_total":      float64(st.SegmentGrowths),
 	}
 	for fam, want := range scalars {
 		check(key(fam, "allocator", name, "device", d), want)
