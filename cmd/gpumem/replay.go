@@ -130,7 +130,14 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 				failed = true
 				continue
 			}
-			res, err := replay.Run(rb, tr, a, replay.Options{Allocator: name, Conf: conf.String()})
+			opts := replay.Options{Allocator: name, Conf: conf.String()}
+			if *htmlOut == "" {
+				// Only the page draws the timeline; sampling it inside
+				// the timed loop (a statistics copy and two clock reads
+				// every few events) would be counted in ns_per_pair.
+				opts.TimelinePoints = -1
+			}
+			res, err := replay.Run(rb, tr, a, opts)
 			if err != nil {
 				settle(b)
 				fmt.Fprintf(stderr, "gpumem: %s through %s: %v\n", tr.Name, name, trimPrefix(err))

@@ -311,3 +311,29 @@ func TestReplayProfile(t *testing.T) {
 		t.Errorf("profile without --profile: %s %s", o, e)
 	}
 }
+
+// The timeline is sampled only for --html; without it the timed loop runs
+// bare, and the figures that do not depend on time come out the same.
+func TestReplayTimelineOnlyForHTML(t *testing.T) {
+	p := filepath.Join("..", "..", "testdata", "pytorch-gpt.trace.gz")
+	page := filepath.Join(t.TempDir(), "t.html")
+	for _, alloc := range []string{"caching", "asyncpool"} {
+		code, bare, e := runCmd(t, "replay", "--backend", "sim", "--allocator", alloc, "--json", p)
+		if code != exitOK {
+			t.Fatalf("%s: exit %d: %s", alloc, code, e)
+		}
+		code, sampled, e := runCmd(t, "replay", "--backend", "sim", "--allocator", alloc, "--json", "--html", page, p)
+		if code != exitOK {
+			t.Fatalf("%s --html: exit %d: %s", alloc, code, e)
+		}
+		b, s := decodeLines(t, bare), decodeLines(t, sampled)
+		if len(b) != 1 || len(s) != 1 {
+			t.Fatalf("%s: %d and %d results", alloc, len(b), len(s))
+		}
+		for _, k := range []string{"peak_requested", "peak_reserved", "peak_allocated", "device_allocs", "device_frees"} {
+			if b[0][k] != s[0][k] || b[0][k] == nil {
+				t.Errorf("%s: %s %v without the timeline, %v with it", alloc, k, b[0][k], s[0][k])
+			}
+		}
+	}
+}
