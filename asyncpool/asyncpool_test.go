@@ -493,7 +493,12 @@ func TestConcurrentGoroutines(t *testing.T) {
 }
 
 func TestStatsHistorySnapshot(t *testing.T) {
-	r := newRig(t, sim.Config{Manual: true}, asyncpool.DefaultOptions(), 2)
+	if asyncpool.DefaultOptions().HistorySize != 0 {
+		t.Fatal("DefaultOptions keep a history; it is opt-in, as the caching allocator's")
+	}
+	opts := asyncpool.DefaultOptions()
+	opts.HistorySize = asyncpool.DefaultHistorySize
+	r := newRig(t, sim.Config{Manual: true}, opts, 2)
 	defer r.finish()
 	s0, s1 := r.ss[0], r.ss[1]
 	p := r.alloc(2*mib, s0)

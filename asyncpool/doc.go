@@ -53,7 +53,8 @@
 //     allocation node; the first allocation of a capture also hands the
 //     graph a user object and captures a host node that marks the graph as
 //     launched when it runs.
-//  7. Insert the record and update statistics and history under the
+//  7. Insert the record and update statistics and history (off unless
+//     Options.HistorySize is set; one clock read per entry) under the
 //     device's mutex. No heap allocation on this path beyond the map's own
 //     growth.
 //

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/clock"
 )
 
 // Counters are figures of this allocator that MemoryStats has no field for.
@@ -204,7 +205,7 @@ func (r *ring) add(act gpumem.HistoryAction, dev int, stream uintptr, p gpumem.P
 	if len(r.buf) == 0 {
 		return
 	}
-	r.addAt(time.Now(), act, dev, stream, p, size)
+	r.addAt(clock.Now(), act, dev, stream, p, size)
 }
 
 // now reads the clock only when the history is kept: the hot path pays
@@ -213,7 +214,7 @@ func (r *ring) now() time.Time {
 	if len(r.buf) == 0 {
 		return time.Time{}
 	}
-	return time.Now()
+	return clock.Now()
 }
 
 // addAt adds an entry stamped t (from now).

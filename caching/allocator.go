@@ -6,9 +6,9 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/clock"
 	"github.com/gpumem/gpumem/internal/oomhooks"
 )
 
@@ -1293,7 +1293,7 @@ func (d *device) record(action gpumem.HistoryAction, stream uintptr, addr gpumem
 	if d.history == nil {
 		return
 	}
-	d.history[d.histPos] = gpumem.HistoryEntry{Time: time.Now(), Action: action, Device: d.id, Stream: stream, Addr: addr, Size: size}
+	d.history[d.histPos] = gpumem.HistoryEntry{Time: clock.Now(), Action: action, Device: d.id, Stream: stream, Addr: addr, Size: size}
 	d.histPos = (d.histPos + 1) % len(d.history)
 	if d.histLen < len(d.history) {
 		d.histLen++

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/clock"
 )
 
 // ErrLocked is returned when an operation needs a buffer that nobody holds
@@ -548,7 +548,7 @@ func (m *Manager) historyLocked(a gpumem.HistoryAction, s gpumem.Stream, p gpume
 	if m.histCap == 0 {
 		return
 	}
-	e := gpumem.HistoryEntry{Time: time.Now(), Action: a, Device: m.dev, Stream: s.Handle, Addr: p, Size: size}
+	e := gpumem.HistoryEntry{Time: clock.Now(), Action: a, Device: m.dev, Stream: s.Handle, Addr: p, Size: size}
 	if len(m.hist) < m.histCap {
 		m.hist = append(m.hist, e)
 		return
