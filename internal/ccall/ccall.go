@@ -73,14 +73,19 @@ type frame struct {
 	pre    uintptr // CallPre6 only
 	preArg uintptr // CallPre6 only
 	r      uintptr // the function's return register
-	failed uintptr // CallPre6: 1 if pre returned non-zero (then r is pre's result)
+	failed uintptr // CallPre6, CallGuard6: the stage that stopped the call (0: none)
+
+	guard    uintptr // CallGuard6 only
+	guardArg uintptr // CallGuard6 only
+	gout     [2]uintptr // CallGuard6: where guard writes its answer (the first 32 bits are read)
 }
 
 // Addresses of the trampolines (ABI0, entered with the C calling convention
 // with a *frame as their only argument), defined in the assembly files.
 var (
-	call6ABI0    uintptr
-	callPre6ABI0 uintptr
+	call6ABI0      uintptr
+	callPre6ABI0   uintptr
+	callGuard6ABI0 uintptr
 )
 
 // runtime_cgocall switches to the system stack and calls fn(arg) with the
@@ -168,6 +173,32 @@ func CallPre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6 uintptr) (r uintptr, preFa
 	f := frame{fn: fn, a1: a1, a2: a2, a3: a3, a4: a4, a5: a5, a6: a6, pre: pre, preArg: preArg}
 	runtime_cgocall(callPre6ABI0, unsafe.Pointer(&f))
 	return f.r, f.failed != 0
+}
+
+// Stages of CallGuard6 that stop before fn is called.
+const (
+	StagePre   = 1 // pre returned non-zero; r is its status
+	StageGuard = 2 // guard returned non-zero; r is its status
+	StageNo    = 3 // guard answered non-zero; r is the answer, fn was not called
+)
+
+// CallGuard6 is CallPre6 with a question asked in between, all on one OS
+// thread within a single transition to C: pre(preArg); then
+// guard(guardArg, &answer), where guard stores a 32-bit answer; then, only if
+// both returned 0 and the answer is 0, fn(a1, ..., a6). It returns fn's
+// result and stage 0, or the stage that stopped it (StagePre, StageGuard,
+// StageNo) with that stage's status or answer, zero-extended from 32 bits.
+//
+// It is meant for calls that must not be made while a stream is being
+// captured into a graph: guard is cuStreamIsCapturing or
+// hipStreamIsCapturing, guardArg the stream, and a non-zero answer (capture
+// active or invalidated) leaves the decision to the caller.
+//
+//go:nosplit
+func CallGuard6(pre, preArg, guard, guardArg, fn, a1, a2, a3, a4, a5, a6 uintptr) (r uintptr, stage int) {
+	f := frame{fn: fn, a1: a1, a2: a2, a3: a3, a4: a4, a5: a5, a6: a6, pre: pre, preArg: preArg, guard: guard, guardArg: guardArg}
+	runtime_cgocall(callGuard6ABI0, unsafe.Pointer(&f))
+	return f.r, int(f.failed)
 }
 
 // GoString copies the NUL-terminated C string at p (for example the

@@ -92,3 +92,75 @@ prefailed:
 	MOVQ DX, frame_r(AX)
 	MOVQ $1, frame_failed(AX)
 	RET
+
+GLOBL ·callGuard6ABI0(SB), NOPTR|RODATA, $8
+DATA ·callGuard6ABI0(SB)/8, $callGuard6<>(SB)
+
+// callGuard6: pre(preArg); guard(guardArg, &gout); if gout == 0, fn(a1..a6).
+// Local slots as in call6, plus 24(SP): the stage that stopped the call.
+TEXT callGuard6<>(SB), NOSPLIT, $32
+	MOVQ DI, 0(SP)
+	CALL _cgo_topofstack(SB)
+	MOVQ AX, 8(SP)
+
+	MOVQ 0(SP), R11
+	MOVQ frame_preArg(R11), DI
+	MOVQ frame_pre(R11), R10
+	XORL AX, AX
+	CALL R10
+	MOVQ $1, 24(SP)
+	TESTL AX, AX
+	JNE  gstop
+
+	CALL _cgo_topofstack(SB)
+	SUBQ 8(SP), AX
+	ADDQ 0(SP), AX
+	MOVQ AX, R11
+	MOVQ frame_guardArg(R11), DI
+	LEAQ frame_gout(R11), SI
+	MOVQ frame_guard(R11), R10
+	XORL AX, AX
+	CALL R10
+	MOVQ $2, 24(SP)
+	TESTL AX, AX
+	JNE  gstop
+
+	CALL _cgo_topofstack(SB)
+	SUBQ 8(SP), AX
+	ADDQ 0(SP), AX
+	MOVQ AX, R11
+	MOVL frame_gout(R11), AX
+	MOVQ $3, 24(SP)
+	TESTL AX, AX
+	JNE  gstop
+
+	MOVQ frame_a1(R11), DI
+	MOVQ frame_a2(R11), SI
+	MOVQ frame_a3(R11), DX
+	MOVQ frame_a4(R11), CX
+	MOVQ frame_a5(R11), R8
+	MOVQ frame_a6(R11), R9
+	MOVQ frame_fn(R11), R10
+	XORL AX, AX
+	CALL R10
+	MOVQ AX, 16(SP)
+
+	CALL _cgo_topofstack(SB)
+	SUBQ 8(SP), AX
+	ADDQ 0(SP), AX
+	MOVQ 16(SP), DX
+	MOVQ DX, frame_r(AX)
+	MOVQ $0, frame_failed(AX)
+	RET
+
+gstop:
+	MOVL AX, AX // zero-extend the 32-bit status or answer
+	MOVQ AX, 16(SP)
+	CALL _cgo_topofstack(SB)
+	SUBQ 8(SP), AX
+	ADDQ 0(SP), AX
+	MOVQ 16(SP), DX
+	MOVQ DX, frame_r(AX)
+	MOVQ 24(SP), DX
+	MOVQ DX, frame_failed(AX)
+	RET

@@ -105,3 +105,83 @@ prefailed:
 	MOVD R1, frame_failed(R0)
 	LDP.P 48(RSP), (R29, R30)
 	RET
+
+GLOBL ·callGuard6ABI0(SB), NOPTR|RODATA, $8
+DATA ·callGuard6ABI0(SB)/8, $callGuard6<>(SB)
+
+// callGuard6: pre(preArg); guard(guardArg, &gout); if gout == 0, fn(a1..a6).
+// Frame (64 bytes): as callPre6's, plus 40(RSP): the stage that stopped the
+// call.
+TEXT callGuard6<>(SB), NOSPLIT|NOFRAME, $0
+	STP.W (R29, R30), -64(RSP)
+	MOVD  RSP, R29
+	MOVD R0, 16(RSP)
+	BL   _cgo_topofstack(SB)
+	MOVD R0, 24(RSP)
+
+	MOVD 16(RSP), R9
+	MOVD frame_preArg(R9), R0
+	MOVD frame_pre(R9), R10
+	BL   (R10)
+	MOVD $1, R1
+	MOVD R1, 40(RSP)
+	CBNZW R0, gstop
+
+	BL   _cgo_topofstack(SB)
+	MOVD 24(RSP), R1
+	SUB  R1, R0, R0
+	MOVD 16(RSP), R1
+	ADD  R1, R0, R9
+	MOVD frame_guardArg(R9), R0
+	ADD  $frame_gout, R9, R1
+	MOVD frame_guard(R9), R10
+	BL   (R10)
+	MOVD $2, R1
+	MOVD R1, 40(RSP)
+	CBNZW R0, gstop
+
+	BL   _cgo_topofstack(SB)
+	MOVD 24(RSP), R1
+	SUB  R1, R0, R0
+	MOVD 16(RSP), R1
+	ADD  R1, R0, R9
+	MOVWU frame_gout(R9), R0
+	MOVD $3, R1
+	MOVD R1, 40(RSP)
+	CBNZW R0, gstop
+
+	MOVD frame_a1(R9), R0
+	MOVD frame_a2(R9), R1
+	MOVD frame_a3(R9), R2
+	MOVD frame_a4(R9), R3
+	MOVD frame_a5(R9), R4
+	MOVD frame_a6(R9), R5
+	MOVD frame_fn(R9), R10
+	BL   (R10)
+	MOVD R0, 32(RSP)
+
+	BL   _cgo_topofstack(SB)
+	MOVD 24(RSP), R1
+	SUB  R1, R0, R0
+	MOVD 16(RSP), R1
+	ADD  R1, R0, R0
+	MOVD 32(RSP), R1
+	MOVD R1, frame_r(R0)
+	MOVD ZR, frame_failed(R0)
+	LDP.P 64(RSP), (R29, R30)
+	RET
+
+gstop:
+	MOVWU R0, R0 // zero-extend the 32-bit status or answer
+	MOVD R0, 32(RSP)
+	BL   _cgo_topofstack(SB)
+	MOVD 24(RSP), R1
+	SUB  R1, R0, R0
+	MOVD 16(RSP), R1
+	ADD  R1, R0, R0
+	MOVD 32(RSP), R1
+	MOVD R1, frame_r(R0)
+	MOVD 40(RSP), R1
+	MOVD R1, frame_failed(R0)
+	LDP.P 64(RSP), (R29, R30)
+	RET

@@ -17,6 +17,7 @@ var libc struct {
 	err                                        error
 	labs, strlen, memset, memmove, abs, getpid uintptr
 	strchr, memcmp                             uintptr
+	clockGettime, clockGetres                  uintptr
 }
 
 func loadLibc(t testing.TB) {
@@ -31,6 +32,7 @@ func loadLibc(t testing.TB) {
 			"labs": &libc.labs, "strlen": &libc.strlen, "memset": &libc.memset,
 			"memmove": &libc.memmove, "abs": &libc.abs, "getpid": &libc.getpid,
 			"strchr": &libc.strchr, "memcmp": &libc.memcmp,
+			"clock_gettime": &libc.clockGettime, "clock_getres": &libc.clockGetres,
 		} {
 			if *p, err = lib.Sym(name); err != nil {
 				libc.err = err
@@ -112,6 +114,13 @@ func TestArgumentRegisters(t *testing.T) {
 			r, failed := CallPre6(libc.abs, 0, libc.memmove, d, s, n, 6, 7, 8)
 			if failed {
 				t.Fatal("abs(0) reported failure")
+			}
+			return r
+		},
+		"CallGuard6": func(d, s, n uintptr) uintptr {
+			r, stage := CallGuard6(libc.abs, 0, libc.clockGetres, 0, libc.memmove, d, s, n, 9, 10, 11)
+			if stage != 0 {
+				t.Fatalf("CallGuard6 stopped at stage %d", stage)
 			}
 			return r
 		},
@@ -497,3 +506,51 @@ func BenchmarkGoBaseline(b *testing.B) {
 }
 
 var sink uintptr
+
+// CallGuard6 stops at each of its three stages, and calls fn only when pre
+// and guard succeed and guard's answer is 0. The guards are clock_gettime
+// (CLOCK_MONOTONIC: seconds since boot, non-zero; an unknown clock: -1) and
+// clock_getres (CLOCK_REALTIME: a resolution of 0 seconds and some
+// nanoseconds, so the answer read, the seconds, is 0).
+func TestCallGuard6(t *testing.T) {
+	loadLibc(t)
+	const realtime, monotonic, unknown = 0, 1, 12345
+	src := [8]byte{1, 2, 3, 4, 5, 6, 7, 8}
+	for _, c := range []struct {
+		name          string
+		preArg, guard uintptr
+		guardArg      uintptr
+		stage         int
+		wantR         uintptr // 0: any non-zero value
+		wantFnCalled  bool
+	}{
+		{"pre fails", ^uintptr(4), libc.clockGetres, realtime, StagePre, 5, false},
+		{"guard fails", 0, libc.clockGettime, unknown, StageGuard, 0xFFFFFFFF, false},
+		{"guard says no", 0, libc.clockGettime, monotonic, StageNo, 0, false},
+		{"all clear", 0, libc.clockGetres, realtime, 0, 0, true},
+	} {
+		var dst [8]byte
+		r, stage := CallGuard6(libc.abs, c.preArg, c.guard, c.guardArg, libc.memmove, ptr(&dst[0]), ptr(&src[0]), 8, 0, 0, 0)
+		if stage != c.stage {
+			t.Errorf("%s: stage %d, want %d (r %#x)", c.name, stage, c.stage, r)
+			continue
+		}
+		switch {
+		case c.wantFnCalled && r != ptr(&dst[0]):
+			t.Errorf("%s: r %#x, want memmove's result %#x", c.name, r, ptr(&dst[0]))
+		case !c.wantFnCalled && c.wantR != 0 && r != c.wantR:
+			t.Errorf("%s: r %#x, want %#x", c.name, r, c.wantR)
+		case !c.wantFnCalled && (r == 0 || r > 0xFFFFFFFF):
+			t.Errorf("%s: r %#x, want a non-zero 32-bit status", c.name, r)
+		}
+		if called := dst == src; called != c.wantFnCalled {
+			t.Errorf("%s: fn called %v, want %v", c.name, called, c.wantFnCalled)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		var dst [8]byte
+		CallGuard6(libc.abs, 0, libc.clockGetres, realtime, libc.memmove, ptr(&dst[0]), ptr(&src[0]), 8, 0, 0, 0)
+	}); n != 0 {
+		t.Errorf("CallGuard6 allocates %.1f times a call", n)
+	}
+}
