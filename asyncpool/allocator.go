@@ -127,6 +127,11 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 		return 0, fmt.Errorf("asyncpool: allocation of %d bytes exceeds device %d's capacity of %d: %w",
 			size, d.id, d.total, gpumem.ErrInvalidValue)
 	}
+	if d.guarded != nil && !s.IsDefault() && d.quiet(size) {
+		if p, ok, err := d.allocUncaptured(size, s); ok || err != nil {
+			return p, err
+		}
+	}
 	ci, err := d.captureInfo(s)
 	if err != nil {
 		return 0, err
@@ -159,25 +164,7 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 			return 0, err
 		}
 	}
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		// Close is waiting on life; it cannot be here. Kept for clarity.
-		return 0, errClosed
-	}
-	if _, dup := d.recs[p]; dup {
-		d.stats.NumDeviceAlloc++
-		d.mu.Unlock()
-		d.allocated.Add(-int64(size))
-		return 0, fmt.Errorf("asyncpool: backend returned address %#x, which is still live: %w", uintptr(p), gpumem.ErrInvalidValue)
-	}
-	d.recs[p] = record{size: size, stream: s, graph: gs}
-	if gs != nil {
-		gs.allocs[p] = struct{}{}
-	}
-	d.noteAlloc(p, size, s)
-	d.mu.Unlock()
-	return p, nil
+	return d.insert(p, size, s, gs)
 }
 
 // RecordStream marks p as used on s: when p is freed, its memory is not

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/guard"
 )
 
 // Record states.
@@ -62,7 +63,11 @@ type device struct {
 	pending   atomic.Int64 // bytes freed by users but not known released
 	queued    atomic.Int32 // len(fifo), for a lock-free check
 	hookCaps  atomic.Int32 // captures open through BeginCapture
-	unheld    atomic.Int32 // graph states whose user object the graph does not hold yet
+
+	// guarded is the backend's capture check and call in one step, used
+	// when the capture is checked on every call; nil if it has none.
+	guarded guard.Backend
+	unheld  atomic.Int32 // graph states whose user object the graph does not hold yet
 
 	mu    sync.Mutex // guards everything below up to freeMu
 	recs  map[gpumem.Ptr]record
@@ -95,6 +100,9 @@ func newDevice(a *Allocator, dev int) (*device, error) {
 	b := a.b
 	d := &device{a: a, b: b, id: dev, recs: map[gpumem.Ptr]record{}, graphs: map[uint64]*graphState{}, joined: map[uintptr]uint64{}}
 	d.hist.init(a.opts.HistorySize)
+	if g, ok := b.(guard.Backend); ok && g.GuardedCalls() && a.opts.CaptureCheck == CaptureCheckEveryCall {
+		d.guarded = g
+	}
 	_, total, err := b.MemInfo(dev)
 	if err != nil {
 		return nil, fmt.Errorf("asyncpool: device %d memory info: %w", dev, err)
@@ -193,6 +201,9 @@ func (d *device) captureInfo(s gpumem.Stream) (gpumem.CaptureInfo, error) {
 // process destroyed graphs, free what they released, and learn which
 // pending frees have completed. Failures are left for a later call.
 func (d *device) housekeep() {
+	if d.idle() {
+		return
+	}
 	if d.unheld.Load() > 0 {
 		d.retainLater()
 	}
@@ -269,12 +280,7 @@ func (d *device) syncFreeLocked() error {
 // + size) / capacity would exceed the throttle ratio and frees were enqueued
 // on the free stream since s last joined it.
 func (d *device) throttle(s gpumem.Stream, size uint64) error {
-	ratio := d.a.opts.ThrottleRatio
-	if ratio >= 1 || d.pending.Load() <= 0 {
-		return nil
-	}
-	used := float64(d.allocated.Load()+d.pending.Load()) + float64(size)
-	if used <= ratio*float64(d.total) {
+	if !d.overThrottle(size) {
 		return nil
 	}
 	d.freeMu.Lock()
@@ -290,6 +296,73 @@ func (d *device) throttle(s gpumem.Stream, size uint64) error {
 	d.ctr.ThrottleJoins++
 	d.mu.Unlock()
 	return nil
+}
+
+// overThrottle reports whether an allocation of size would take the device
+// over the throttle ratio while frees are pending release.
+func (d *device) overThrottle(size uint64) bool {
+	ratio := d.a.opts.ThrottleRatio
+	if ratio >= 1 || d.pending.Load() <= 0 {
+		return false
+	}
+	used := float64(d.allocated.Load()+d.pending.Load()) + float64(size)
+	return used > ratio*float64(d.total)
+}
+
+// idle reports that housekeep has nothing to do: no graph to retain or
+// process, no graph frees to flush, no free on the free stream to poll.
+func (d *device) idle() bool {
+	return d.unheld.Load() == 0 && !d.relFlag.Load() && !d.hasWork.Load() && d.queued.Load() == 0
+}
+
+// quiet reports that an allocation of size needs neither housekeeping nor
+// the throttle: it may go to the backend in one guarded call.
+func (d *device) quiet(size uint64) bool { return d.idle() && !d.overThrottle(size) }
+
+// allocUncaptured is Allocate's fast path: the capture check and the
+// allocation in one backend call (guarded). ok false with no error: the
+// stream is being captured, or the cap or the pool is exhausted; nothing was
+// allocated and the caller takes the full path, which asks again.
+func (d *device) allocUncaptured(size uint64, s gpumem.Stream) (p gpumem.Ptr, ok bool, err error) {
+	n := d.allocated.Add(int64(size))
+	if d.limit > 0 && uint64(n) > d.limit {
+		d.allocated.Add(-int64(size))
+		return 0, false, nil
+	}
+	p, st, err := d.guarded.MallocFromPoolAsyncUncaptured(size, d.pool, s)
+	if err != nil || st != gpumem.CaptureNone {
+		d.allocated.Add(-int64(size))
+		if err != nil && !errors.Is(err, gpumem.ErrOutOfMemory) {
+			return 0, false, fmt.Errorf("asyncpool: allocating %d bytes on %v: %w", size, s, err)
+		}
+		return 0, false, nil
+	}
+	p, err = d.insert(p, size, s, nil)
+	return p, err == nil, err
+}
+
+// insert records a new allocation p (of the capture gs, if not nil) and
+// counts it; a p that is still live is the backend's error.
+func (d *device) insert(p gpumem.Ptr, size uint64, s gpumem.Stream, gs *graphState) (gpumem.Ptr, error) {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		// Close is waiting on life; it cannot be here. Kept for clarity.
+		return 0, errClosed
+	}
+	if _, dup := d.recs[p]; dup {
+		d.stats.NumDeviceAlloc++
+		d.mu.Unlock()
+		d.allocated.Add(-int64(size))
+		return 0, fmt.Errorf("asyncpool: backend returned address %#x, which is still live: %w", uintptr(p), gpumem.ErrInvalidValue)
+	}
+	d.recs[p] = record{size: size, stream: s, graph: gs}
+	if gs != nil {
+		gs.allocs[p] = struct{}{}
+	}
+	d.noteAlloc(p, size, s)
+	d.mu.Unlock()
+	return p, nil
 }
 
 // join makes waiter wait for the work queued so far on from (an event

@@ -38,6 +38,11 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 	if d.closed {
 		return nil, errClosed
 	}
+	if d.guarded != nil && !s.IsDefault() && d.idle() {
+		if done, err := d.freeUncaptured(p, s); done || err != nil {
+			return nil, err
+		}
+	}
 	ci, err := d.captureInfo(s)
 	if err != nil {
 		return nil, err
@@ -171,6 +176,37 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 		return nil, err
 	}
 	return nil, nil
+}
+
+// freeUncaptured is Deallocate's fast path for a live allocation of no
+// capture, with no recorded streams, freed on a stream of its device: the
+// capture check and the free in one backend call (guarded). done false with
+// no error: p is not such an allocation (or not known) or the stream is being
+// captured; the record is as it was and the caller takes the full path.
+func (d *device) freeUncaptured(p gpumem.Ptr, s gpumem.Stream) (done bool, err error) {
+	d.mu.Lock()
+	rec, ok := d.recs[p]
+	if !ok || rec.state != stateLive || rec.graph != nil || len(rec.streams) != 0 || s.Device != d.id {
+		d.mu.Unlock()
+		return false, nil
+	}
+	// Out of the map before the driver may hand the address out again.
+	delete(d.recs, p)
+	d.mu.Unlock()
+	st, err := d.guarded.FreeAsyncUncaptured(p, s)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil || st != gpumem.CaptureNone {
+		// Nothing was freed: the address cannot have been handed out.
+		d.recs[p] = rec
+		if err != nil {
+			return false, fmt.Errorf("asyncpool: freeing %#x on %v: %w", uintptr(p), s, err)
+		}
+		return false, nil
+	}
+	d.allocated.Add(-int64(rec.size))
+	d.noteFree(p, rec.size, s, false)
+	return true, nil
 }
 
 // toPending moves a record's bytes from allocated to pending release.

@@ -667,3 +667,31 @@ func (g *GPU) GraphRetainUserObject(h gpumem.Graph, o gpumem.UserObject, count u
 	gr.uobjs[uo] += count
 	return nil
 }
+
+// GuardedCalls reports that the simulator makes guarded calls (it implements
+// the optional interface that the asyncpool allocator uses to ask a stream's
+// capture status and allocate or free in one backend call).
+func (g *GPU) GuardedCalls() bool { return true }
+
+// MallocFromPoolAsyncUncaptured is MallocFromPoolAsync made only if s is not
+// being captured; a capturing stream gets its status back and nothing is
+// allocated. Faults injected into StreamCaptureInfo or MallocFromPoolAsync
+// apply to it.
+func (g *GPU) MallocFromPoolAsyncUncaptured(size uint64, mp gpumem.MemPool, s gpumem.Stream) (gpumem.Ptr, gpumem.CaptureStatus, error) {
+	ci, err := g.StreamCaptureInfo(s)
+	if err != nil || ci.Status != gpumem.CaptureNone {
+		return 0, ci.Status, err
+	}
+	p, err := g.MallocFromPoolAsync(size, mp, s)
+	return p, gpumem.CaptureNone, err
+}
+
+// FreeAsyncUncaptured is FreeAsync made only if s is not being captured, as
+// MallocFromPoolAsyncUncaptured.
+func (g *GPU) FreeAsyncUncaptured(p gpumem.Ptr, s gpumem.Stream) (gpumem.CaptureStatus, error) {
+	ci, err := g.StreamCaptureInfo(s)
+	if err != nil || ci.Status != gpumem.CaptureNone {
+		return ci.Status, err
+	}
+	return gpumem.CaptureNone, g.FreeAsync(p, s)
+}

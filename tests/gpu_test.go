@@ -206,3 +206,45 @@ func BenchmarkGPUPoolAllocFree(b *testing.B) {
 	be.StreamSynchronize(s)
 	be.StreamDestroy(s)
 }
+
+var gpuCaptureOut [4]uint64
+
+// BenchmarkGPUCaptureQuery measures the capture-status question that the
+// asyncpool allocator asks before each allocation and free: through the
+// backend (device made current and cuStreamIsCapturing in one transition),
+// and cuStreamIsCapturing and cuStreamGetCaptureInfo_v2 through ccall alone.
+func BenchmarkGPUCaptureQuery(b *testing.B) {
+	be := openGPU(b, "cuda")
+	defer be.Close()
+	vb := be.(*vendor.Backend)
+	s, err := be.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.StreamDestroy(s)
+	b.Run("backend.StreamCaptureInfo", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if ci, err := be.StreamCaptureInfo(s); err != nil || ci.Status != gpumem.CaptureNone {
+				b.Fatal(ci, err)
+			}
+		}
+	})
+	isc := vb.Fn(symtab.StreamIsCapturing)
+	out := uintptr(unsafe.Pointer(&gpuCaptureOut[0]))
+	b.Run("ccall.cuStreamIsCapturing", func(b *testing.B) {
+		for b.Loop() {
+			if r := ccall.Call2(isc, s.Handle, out); int32(r) != 0 {
+				b.Fatal(int32(r))
+			}
+		}
+	})
+	info := vb.Fn(symtab.StreamCaptureInfo)
+	b.Run("ccall.cuStreamGetCaptureInfo_v2", func(b *testing.B) {
+		for b.Loop() {
+			if r := ccall.Call6(info, s.Handle, out, out+8, out+16, 0, 0); int32(r) != 0 {
+				b.Fatal(int32(r))
+			}
+		}
+	})
+}

@@ -75,8 +75,8 @@ type frame struct {
 	r      uintptr // the function's return register
 	failed uintptr // CallPre6, CallGuard6: the stage that stopped the call (0: none)
 
-	guard    uintptr // CallGuard6 only
-	guardArg uintptr // CallGuard6 only
+	guard    uintptr    // CallGuard6 only
+	guardArg uintptr    // CallGuard6 only
 	gout     [2]uintptr // CallGuard6: where guard writes its answer (the first 32 bits are read)
 }
 
