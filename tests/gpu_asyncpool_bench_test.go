@@ -8,8 +8,9 @@ import (
 )
 
 // BenchmarkGPUAsyncPoolPair is a 1 MiB allocation+free pair through the
-// asyncpool allocator on the real driver, with each capture check and with
-// and without history; compare with BenchmarkGPUPoolAllocFree, the same pair
+// asyncpool allocator on the real driver: the defaults (the capture status
+// asked inside each call), the status asked by a call of its own, with
+// history, and with the hooks' check; compare with BenchmarkGPUPoolAllocFree, the same pair
 // through the backend alone.
 func BenchmarkGPUAsyncPoolPair(b *testing.B) {
 	be := openGPU(b, "cuda")
@@ -19,20 +20,28 @@ func BenchmarkGPUAsyncPoolPair(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer be.StreamDestroy(s)
+	// unguarded hides the backend's guarded calls: the capture status is a
+	// backend call of its own.
+	type unguarded struct{ gpumem.Backend }
 	for _, c := range []struct {
-		name    string
-		check   asyncpool.CaptureCheck
-		history int
+		name      string
+		check     asyncpool.CaptureCheck
+		history   int
+		unguarded bool
 	}{
-		{"every_call", asyncpool.CaptureCheckEveryCall, asyncpool.DefaultHistorySize},
-		{"every_call,no_history", asyncpool.CaptureCheckEveryCall, 0},
-		{"hooks", asyncpool.CaptureCheckHooks, asyncpool.DefaultHistorySize},
-		{"hooks,no_history", asyncpool.CaptureCheckHooks, 0},
+		{"every_call", asyncpool.CaptureCheckEveryCall, 0, false},
+		{"every_call,unguarded", asyncpool.CaptureCheckEveryCall, 0, true},
+		{"every_call,history", asyncpool.CaptureCheckEveryCall, asyncpool.DefaultHistorySize, false},
+		{"hooks", asyncpool.CaptureCheckHooks, 0, false},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			o := asyncpool.DefaultOptions()
 			o.CaptureCheck, o.HistorySize = c.check, c.history
-			a, err := asyncpool.New(be, o)
+			var ab gpumem.Backend = be
+			if c.unguarded {
+				ab = unguarded{be}
+			}
+			a, err := asyncpool.New(ab, o)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -5,6 +5,7 @@ package tests
 import (
 	"bytes"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -245,6 +246,71 @@ func BenchmarkGPUCaptureQuery(b *testing.B) {
 			if r := ccall.Call6(info, s.Handle, out, out+8, out+16, 0, 0); int32(r) != 0 {
 				b.Fatal(int32(r))
 			}
+		}
+	})
+}
+
+// TestGPUGuardedCalls checks the one-transition capture check and call on the
+// driver: a plain stream gets its allocation and free; a capturing stream
+// gets CaptureActive back and no allocation (the capture stays valid).
+func TestGPUGuardedCalls(t *testing.T) {
+	be := openGPU(t, "cuda")
+	defer be.Close()
+	vb := be.(*vendor.Backend)
+	if !vb.GuardedCalls() {
+		t.Fatal("cuStreamIsCapturing did not resolve")
+	}
+	s, err := be.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.StreamDestroy(s)
+	pool, err := be.DefaultMemPool(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, st, err := vb.MallocFromPoolAsyncUncaptured(1<<20, pool, s)
+	if err != nil || st != gpumem.CaptureNone || p == 0 {
+		t.Fatalf("plain stream: %#x, %v, %v", uintptr(p), st, err)
+	}
+	if st, err := vb.FreeAsyncUncaptured(p, s); err != nil || st != gpumem.CaptureNone {
+		t.Fatalf("plain stream free: %v, %v", st, err)
+	}
+	if err := be.StreamBeginCapture(s, gpumem.CaptureModeRelaxed); err != nil {
+		t.Fatal(err)
+	}
+	q, st, err := vb.MallocFromPoolAsyncUncaptured(1<<20, pool, s)
+	if err != nil || st != gpumem.CaptureActive || q != 0 {
+		t.Errorf("capturing stream: %#x, %v, %v", uintptr(q), st, err)
+	}
+	if st, err := vb.FreeAsyncUncaptured(p, s); err != nil || st != gpumem.CaptureActive {
+		t.Errorf("capturing stream free: %v, %v", st, err)
+	}
+	g, err := be.StreamEndCapture(s)
+	if err != nil {
+		t.Fatalf("the capture did not survive the guarded calls: %v", err)
+	}
+	if err := be.GraphDestroy(g); err != nil {
+		t.Fatal(err)
+	}
+	if err := be.StreamSynchronize(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkGPUTimeNow measures the clock reads that history entries cost.
+func BenchmarkGPUTimeNow(b *testing.B) {
+	// Only on the GPU machine, whose clock is the one that matters.
+	openGPU(b, "cuda").Close()
+	t0 := time.Now()
+	b.Run("time.Now", func(b *testing.B) {
+		for b.Loop() {
+			_ = time.Now()
+		}
+	})
+	b.Run("time.Since", func(b *testing.B) {
+		for b.Loop() {
+			_ = time.Since(t0)
 		}
 	})
 }
