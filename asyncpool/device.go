@@ -319,14 +319,23 @@ func (d *device) idle() bool {
 // the throttle: it may go to the backend in one guarded call.
 func (d *device) quiet(size uint64) bool { return d.idle() && !d.overThrottle(size) }
 
+// charge adds size to the bytes handed out, ahead of the allocation; past
+// the memory-fraction cap it adds nothing and reports false.
+func (d *device) charge(size uint64) bool {
+	n := d.allocated.Add(int64(size))
+	if d.limit > 0 && uint64(n) > d.limit {
+		d.allocated.Add(-int64(size))
+		return false
+	}
+	return true
+}
+
 // allocUncaptured is Allocate's fast path: the capture check and the
 // allocation in one backend call (guarded). ok false with no error: the
 // stream is being captured, or the cap or the pool is exhausted; nothing was
 // allocated and the caller takes the full path, which asks again.
 func (d *device) allocUncaptured(size uint64, s gpumem.Stream) (p gpumem.Ptr, ok bool, err error) {
-	n := d.allocated.Add(int64(size))
-	if d.limit > 0 && uint64(n) > d.limit {
-		d.allocated.Add(-int64(size))
+	if !d.charge(size) {
 		return 0, false, nil
 	}
 	p, st, err := d.guarded.MallocFromPoolAsyncUncaptured(size, d.pool, s)
@@ -424,9 +433,7 @@ func (d *device) ensureFreeStreamLocked() error {
 // malloc reserves size bytes of the allocated count and asks the pool, with
 // the OOM path on failure.
 func (d *device) malloc(size uint64, s gpumem.Stream, capturing bool) (gpumem.Ptr, error) {
-	n := d.allocated.Add(int64(size))
-	if d.limit > 0 && uint64(n) > d.limit {
-		d.allocated.Add(-int64(size))
+	if !d.charge(size) {
 		return d.oom(size, s, capturing, nil)
 	}
 	p, err := d.b.MallocFromPoolAsync(size, d.pool, s)
@@ -442,9 +449,7 @@ func (d *device) malloc(size uint64, s gpumem.Stream, capturing bool) (gpumem.Pt
 
 // tryMalloc is one attempt of the OOM path.
 func (d *device) tryMalloc(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
-	n := d.allocated.Add(int64(size))
-	if d.limit > 0 && uint64(n) > d.limit {
-		d.allocated.Add(-int64(size))
+	if !d.charge(size) {
 		return 0, nil
 	}
 	p, err := d.b.MallocFromPoolAsync(size, d.pool, s)

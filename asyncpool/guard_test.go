@@ -120,27 +120,7 @@ func TestGuardedReplayMatchesPlain(t *testing.T) {
 		if hide {
 			b = plain{g}
 		}
-		a, err := asyncpool.New(b, asyncpool.DefaultOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
-		ss := make([]gpumem.Stream, 4)
-		for j := range ss {
-			if ss[j], err = g.StreamCreate(0, gpumem.StreamNonBlocking, 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		replay(t, a, ss, tr)
-		got[i] = a.Stats(0)
-		if err := g.Drain(); err != nil {
-			t.Fatal(err)
-		}
-		if err := a.Close(); err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range ss {
-			_ = g.StreamDestroy(s)
-		}
+		got[i], _ = replayOn(t, g, b, tr)
 	}
 	for _, f := range []struct {
 		name string

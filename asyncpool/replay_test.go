@@ -50,6 +50,41 @@ func replay(tb testing.TB, a *asyncpool.Allocator, ss []gpumem.Stream, tr *trace
 	}
 }
 
+// replayOn replays tr through an allocator with the default options over b
+// (g, or a wrapper of it) on four streams of g, closes everything and checks
+// that nothing leaked; it returns the allocator's statistics and counters of
+// device 0 as they were at the end of the trace.
+func replayOn(tb testing.TB, g *sim.GPU, b gpumem.Backend, tr *trace.Trace) (gpumem.MemoryStats, asyncpool.Counters) {
+	tb.Helper()
+	a, err := asyncpool.New(b, asyncpool.DefaultOptions())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ss := make([]gpumem.Stream, 4)
+	for i := range ss {
+		if ss[i], err = g.StreamCreate(0, gpumem.StreamNonBlocking, 0); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	replay(tb, a, ss, tr)
+	st, c := a.Stats(0), a.Counters(0)
+	if err := g.Drain(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	for _, s := range ss {
+		if err := g.StreamDestroy(s); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if l := g.Leaks(); len(l) != 0 {
+		tb.Errorf("leaks: %v", l[:min(len(l), 5)])
+	}
+	return st, c
+}
+
 func TestReplayTraces(t *testing.T) {
 	want := map[string]int64{"mix2": 7950298216, "gpt2": 13271941480}
 	for _, name := range []string{"mix2", "gpt2"} {
@@ -66,18 +101,7 @@ func TestReplayTraces(t *testing.T) {
 				t.Fatal(err)
 			}
 			g := simtest.New(t, sim.Config{NoStacks: true, Devices: []sim.DeviceConfig{{Name: "H200", Capacity: 140 * gib}}})
-			a, err := asyncpool.New(g, asyncpool.DefaultOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			ss := make([]gpumem.Stream, 4)
-			for i := range ss {
-				if ss[i], err = g.StreamCreate(0, gpumem.StreamNonBlocking, 0); err != nil {
-					t.Fatal(err)
-				}
-			}
-			replay(t, a, ss, tr)
-			st := a.Stats(0)
+			st, c := replayOn(t, g, g, tr)
 			peak := st.RequestedBytes[gpumem.StatAll].Peak
 			if peak != want[name] || uint64(peak) != tr.Stats().PeakRequested {
 				t.Errorf("peak requested = %d, want %d", peak, want[name])
@@ -86,24 +110,9 @@ func TestReplayTraces(t *testing.T) {
 			if res < peak {
 				t.Errorf("peak reserved %d below peak requested %d", res, peak)
 			}
-			c := a.Counters(0)
 			t.Logf("%s: pairs %d, peak requested %d, pool peak reserved %d (%.3fx), device allocs %d, frees %d, cross-stream frees %d, throttle joins %d",
 				name, st.Allocation[gpumem.StatAll].Allocated, peak, res, float64(res)/float64(peak),
 				st.NumDeviceAlloc, st.NumDeviceFree, c.CrossStreamFrees, c.ThrottleJoins)
-			if err := g.Drain(); err != nil {
-				t.Fatal(err)
-			}
-			if err := a.Close(); err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range ss {
-				if err := g.StreamDestroy(s); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if l := g.Leaks(); len(l) != 0 {
-				t.Errorf("leaks: %v", l[:min(len(l), 5)])
-			}
 		})
 	}
 }

@@ -338,18 +338,28 @@ func (b *Backend) call(dev int, op symtab.Op, a1, a2, a3, a4, a5, a6 uintptr) er
 // status, of the make-current function when preFailed. err is set only when
 // nothing was called.
 func (b *Backend) invoke(dev int, op symtab.Op, a1, a2, a3, a4, a5, a6 uintptr) (r uintptr, preFailed bool, err error) {
-	if b.closed.Load() {
-		return 0, false, b.closedErr()
-	}
-	if uint(dev) >= uint(b.nDev) {
-		return 0, false, b.badDevice(dev)
-	}
-	fn := b.fns[op]
-	if fn == 0 {
-		return 0, false, b.notSupported(op)
+	fn, err := b.target(dev, op)
+	if err != nil {
+		return 0, false, err
 	}
 	r, preFailed = ccall.CallPre6(b.pre, b.cur[dev], fn, a1, a2, a3, a4, a5, a6)
 	return r, preFailed, nil
+}
+
+// target is the address of op for a call on device dev, or why no call can
+// be made: the backend is closed, dev is out of range or op did not resolve.
+func (b *Backend) target(dev int, op symtab.Op) (uintptr, error) {
+	if b.closed.Load() {
+		return 0, b.closedErr()
+	}
+	if uint(dev) >= uint(b.nDev) {
+		return 0, b.badDevice(dev)
+	}
+	fn := b.fns[op]
+	if fn == 0 {
+		return 0, b.notSupported(op)
+	}
+	return fn, nil
 }
 
 // failed turns the non-zero status r of invoke into an error.
@@ -1087,16 +1097,11 @@ func (b *Backend) FreeAsyncUncaptured(p gpumem.Ptr, s gpumem.Stream) (gpumem.Cap
 // (cuStreamIsCapturing or hipStreamIsCapturing answers a status other than
 // none, which is returned).
 func (b *Backend) guarded(s gpumem.Stream, op symtab.Op, a1, a2, a3, a4 uintptr) (gpumem.CaptureStatus, error) {
-	if b.closed.Load() {
-		return 0, b.closedErr()
+	fn, err := b.target(s.Device, op)
+	if err != nil {
+		return 0, err
 	}
-	if uint(s.Device) >= uint(b.nDev) {
-		return 0, b.badDevice(s.Device)
-	}
-	fn, q := b.fns[op], b.fns[symtab.StreamIsCapturing]
-	if fn == 0 {
-		return 0, b.notSupported(op)
-	}
+	q := b.fns[symtab.StreamIsCapturing]
 	if q == 0 {
 		return 0, b.notSupported(symtab.StreamIsCapturing)
 	}
