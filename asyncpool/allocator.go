@@ -155,7 +155,7 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 	if gs != nil {
 		if err := d.markLaunch(gs, s); err != nil {
 			d.mu.Lock()
-			d.stats.NumDeviceAlloc++
+			d.tally.devAllocs++
 			d.mu.Unlock()
 			d.allocated.Add(-int64(size))
 			if ferr := a.b.FreeAsync(p, s); ferr != nil {
@@ -186,27 +186,28 @@ func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
 	}
 	owner.mu.Lock()
 	defer owner.mu.Unlock()
-	rec, ok := owner.recs[p]
+	rec, ok := owner.recs.get(p)
 	if !ok || rec.state != stateLive {
 		return fmt.Errorf("asyncpool: RecordStream of %#x: not allocated by this allocator or already freed: %w", uintptr(p), gpumem.ErrInvalidValue)
 	}
 	if s == rec.stream {
 		return nil
 	}
-	for _, u := range rec.streams {
+	for _, u := range rec.recorded() {
 		if u == s {
 			return nil
 		}
 	}
-	rec.streams = append(rec.streams, s)
-	owner.recs[p] = rec
+	m := rec.moreOf()
+	m.streams = append(m.streams, s)
+	owner.recs.set(p, rec)
 	return nil
 }
 
 // owner finds the device holding p, looking at d first.
 func (a *Allocator) owner(d *device, p gpumem.Ptr) (*device, error) {
 	d.mu.Lock()
-	_, ok := d.recs[p]
+	_, ok := d.recs.get(p)
 	d.mu.Unlock()
 	if ok {
 		return d, nil
@@ -216,7 +217,7 @@ func (a *Allocator) owner(d *device, p gpumem.Ptr) (*device, error) {
 			continue
 		}
 		o.mu.Lock()
-		_, ok := o.recs[p]
+		_, ok := o.recs.get(p)
 		o.mu.Unlock()
 		if ok {
 			return o, nil

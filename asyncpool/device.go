@@ -19,18 +19,51 @@ const (
 )
 
 // record is what the allocator knows of one live allocation. Records are
-// stored by value in the device's map so that the hot path allocates nothing.
+// stored by value in the device's table so that the hot path allocates
+// nothing; what only some records need is behind more, so that a record
+// takes 48 bytes.
 type record struct {
-	size    uint64
-	stream  gpumem.Stream   // the allocation stream
+	size   uint64
+	stream gpumem.Stream // the allocation stream
+	graph  *graphState   // the capture that allocated it, or nil
+	more   *recMore      // nil until RecordStream or a graph free needs it
+	state  uint8
+}
+
+// recMore is the part of a record that most allocations never need.
+type recMore struct {
 	streams []gpumem.Stream // streams recorded with RecordStream
-	graph   *graphState     // the capture that allocated it, or nil
-	state   uint8
 	// For stateDeferred and stateGraphFreeing: the stream the user freed on.
 	freeOn gpumem.Stream
-	// For stateGraphFreeing: whether the memory is live and must be freed
-	// (false: a graph allocation of a graph never launched; nothing to free).
-	mustFree bool
+}
+
+// recorded lists the streams recorded with RecordStream.
+func (r *record) recorded() []gpumem.Stream {
+	if r.more == nil {
+		return nil
+	}
+	return r.more.streams
+}
+
+// freeOn is the stream the user freed on (stateDeferred, stateGraphOwned,
+// stateGraphFreeing).
+func (r *record) freeOn() gpumem.Stream {
+	if r.more == nil {
+		return gpumem.Stream{}
+	}
+	return r.more.freeOn
+}
+
+// moreOf returns r's recMore, adding one (a copy: records are values, and
+// an earlier copy of r must not see the change).
+func (r *record) moreOf() *recMore {
+	m := &recMore{}
+	if r.more != nil {
+		*m = *r.more
+		m.streams = append([]gpumem.Stream(nil), r.more.streams...)
+	}
+	r.more = m
+	return m
 }
 
 // pendingFree is a free enqueued on the free stream whose completion is not
@@ -70,8 +103,9 @@ type device struct {
 	unheld  atomic.Int32 // graph states whose user object the graph does not hold yet
 
 	mu    sync.Mutex // guards everything below up to freeMu
-	recs  map[gpumem.Ptr]record
-	stats gpumem.MemoryStats
+	recs  recTable
+	tally tally              // the hot statistics
+	stats gpumem.MemoryStats // the others (retries, OOMs)
 	ctr   Counters
 	hist  ring
 	// poolSeen is the pool's reserved, reserved-high and used bytes as
@@ -98,7 +132,7 @@ type device struct {
 
 func newDevice(a *Allocator, dev int) (*device, error) {
 	b := a.b
-	d := &device{a: a, b: b, id: dev, recs: map[gpumem.Ptr]record{}, graphs: map[uint64]*graphState{}, joined: map[uintptr]uint64{}}
+	d := &device{a: a, b: b, id: dev, graphs: map[uint64]*graphState{}, joined: map[uintptr]uint64{}}
 	d.hist.init(a.opts.HistorySize)
 	if g, ok := b.(guard.Backend); ok && g.GuardedCalls() && a.opts.CaptureCheck == CaptureCheckEveryCall {
 		d.guarded = g
@@ -359,13 +393,15 @@ func (d *device) insert(p gpumem.Ptr, size uint64, s gpumem.Stream, gs *graphSta
 		// Close is waiting on life; it cannot be here. Kept for clarity.
 		return 0, errClosed
 	}
-	if _, dup := d.recs[p]; dup {
-		d.stats.NumDeviceAlloc++
+	if !d.recs.add(p, record{size: size, stream: s, graph: gs}) {
+		d.tally.devAllocs++
 		d.mu.Unlock()
 		d.allocated.Add(-int64(size))
+		if p == 0 {
+			return 0, fmt.Errorf("asyncpool: backend returned a nil address for %d bytes: %w", size, gpumem.ErrInvalidValue)
+		}
 		return 0, fmt.Errorf("asyncpool: backend returned address %#x, which is still live: %w", uintptr(p), gpumem.ErrInvalidValue)
 	}
-	d.recs[p] = record{size: size, stream: s, graph: gs}
 	if gs != nil {
 		gs.allocs[p] = struct{}{}
 	}
@@ -462,70 +498,34 @@ func (d *device) tryMalloc(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 
 // noteAlloc updates stats and history for a new allocation. mu must be held.
 func (d *device) noteAlloc(p gpumem.Ptr, size uint64, s gpumem.Stream) {
-	d.stats.NumDeviceAlloc++
-	k := kind(size)
-	n := int64(size)
-	d.stats.Allocation.Add(k, 1)
-	d.stats.AllocatedBytes.Add(k, n)
-	d.stats.RequestedBytes.Add(k, n)
-	d.stats.Active.Add(k, 1)
-	d.stats.ActiveBytes.Add(k, n)
-	d.stats.Segment.Add(k, 1)
+	d.tally.alloc(size)
 	d.hist.add(gpumem.ActionAlloc, d.id, s.Handle, p, size)
 }
 
 // noteFree updates stats and history for a user's free. mu must be held.
 // pending says whether the bytes stay pending release.
 func (d *device) noteFree(p gpumem.Ptr, size uint64, s gpumem.Stream, pending bool) {
-	k := kind(size)
-	n := int64(size)
-	d.stats.Allocation.Add(k, -1)
-	d.stats.AllocatedBytes.Add(k, -n)
-	d.stats.RequestedBytes.Add(k, -n)
-	t := d.hist.now()
-	d.hist.addAt(t, gpumem.ActionFreeRequest, d.id, s.Handle, p, size)
-	if pending {
-		d.stats.PendingReleaseBytes += n
-		return
-	}
-	d.stats.Active.Add(k, -1)
-	d.stats.ActiveBytes.Add(k, -n)
-	d.stats.Segment.Add(k, -1)
-	d.stats.NumDeviceFree++
-	d.hist.addAt(t, gpumem.ActionFreeComplete, d.id, s.Handle, p, size)
+	d.tally.free(size, pending)
+	d.noteFreeHistory(p, size, s, pending)
 }
 
-// unnoteFree undoes noteFree after a failed free (history keeps the request).
-func (d *device) unnoteFree(size uint64, pending bool) {
-	k := kind(size)
-	n := int64(size)
-	d.stats.Allocation.Add(k, 1)
-	d.stats.AllocatedBytes.Add(k, n)
-	d.stats.RequestedBytes.Add(k, n)
-	if pending {
-		d.stats.PendingReleaseBytes -= n
+// noteFreeHistory is noteFree's history part. mu must be held.
+func (d *device) noteFreeHistory(p gpumem.Ptr, size uint64, s gpumem.Stream, pending bool) {
+	if !d.hist.on() {
 		return
 	}
-	d.stats.Active.Add(k, 1)
-	d.stats.ActiveBytes.Add(k, n)
-	d.stats.Segment.Add(k, 1)
-	d.stats.NumDeviceFree--
+	t := d.hist.now()
+	d.hist.addAt(t, gpumem.ActionFreeRequest, d.id, s.Handle, p, size)
+	if !pending {
+		d.hist.addAt(t, gpumem.ActionFreeComplete, d.id, s.Handle, p, size)
+	}
 }
+
+// unnoteFree undoes noteFree after a failed free (history keeps the
+// request). mu must be held.
+func (d *device) unnoteFree(size uint64, pending bool) { d.tally.unfree(size, pending) }
 
 // noteReleased moves bytes pending release out of the active figures once
 // the driver's free is known complete (or known unnecessary). mu must be
 // held.
-func (d *device) noteReleased(size uint64) {
-	k := kind(size)
-	d.stats.PendingReleaseBytes -= int64(size)
-	d.stats.Active.Add(k, -1)
-	d.stats.ActiveBytes.Add(k, -int64(size))
-	d.stats.Segment.Add(k, -1)
-}
-
-func kind(size uint64) int {
-	if size <= 1<<20 {
-		return gpumem.StatSmall
-	}
-	return gpumem.StatLarge
-}
+func (d *device) noteReleased(size uint64) { d.tally.released(size) }

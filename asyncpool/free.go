@@ -52,7 +52,7 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 		d.housekeep()
 	}
 	d.mu.Lock()
-	rec, ok := d.recs[p]
+	rec, ok := d.recs.get(p)
 	if !ok && search {
 		d.mu.Unlock()
 		for _, o := range d.a.existing() {
@@ -60,7 +60,7 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 				continue
 			}
 			o.mu.Lock()
-			_, held := o.recs[p]
+			_, held := o.recs.get(p)
 			o.mu.Unlock()
 			if held {
 				return o, nil
@@ -77,7 +77,7 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 	case g != nil && capturing && ci.ID == g.id:
 		// Case 1: allocated and freed in the same capture: a free node
 		// of the graph.
-		delete(d.recs, p)
+		d.recs.del(p)
 		delete(g.allocs, p)
 		d.allocated.Add(-int64(rec.size))
 		d.noteFree(p, rec.size, s, false)
@@ -85,7 +85,7 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 		d.mu.Unlock()
 		if err := d.freeInCapture(p, rec, s, ci); err != nil {
 			d.mu.Lock()
-			d.recs[p] = rec
+			d.recs.set(p, rec)
 			if !g.destroyed {
 				g.allocs[p] = struct{}{}
 			}
@@ -107,7 +107,7 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 			return nil, err
 		}
 		d.mu.Lock()
-		rec, ok = d.recs[p]
+		rec, ok = d.recs.get(p)
 		if !ok || rec.state != stateLive {
 			d.mu.Unlock()
 			return nil, errFreed(p)
@@ -116,8 +116,9 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 			d.mu.Unlock()
 			return nil, fmt.Errorf("asyncpool: capture %d on %v ended while freeing %#x: %w", ci.ID, s, uintptr(p), gpumem.ErrInvalidValue)
 		}
-		rec.state, rec.freeOn = stateDeferred, s
-		d.recs[p] = rec
+		rec.state = stateDeferred
+		rec.moreOf().freeOn = s
+		d.recs.set(p, rec)
 		gs.deferred = append(gs.deferred, p)
 		d.toPending(p, rec.size, s)
 		d.ctr.DeferredFrees++
@@ -128,8 +129,9 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 		// Case 2: allocated in a capture, freed outside it: the graph owns
 		// the memory; it is freed once the graph is destroyed (if it was
 		// ever launched; otherwise the allocation never existed).
-		rec.state, rec.freeOn = stateGraphOwned, s
-		d.recs[p] = rec
+		rec.state = stateGraphOwned
+		rec.moreOf().freeOn = s
+		d.recs.set(p, rec)
 		d.toPending(p, rec.size, s)
 		d.ctr.GraphOwned++
 		d.mu.Unlock()
@@ -137,7 +139,7 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 
 	case g != nil && !g.launched.Load():
 		// The allocating graph is gone and never ran: nothing to free.
-		delete(d.recs, p)
+		d.recs.del(p)
 		d.allocated.Add(-int64(rec.size))
 		d.noteFree(p, rec.size, s, true)
 		d.noteReleased(rec.size)
@@ -148,14 +150,14 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 
 	// Case 4 (or a graph allocation whose graph ran and is gone: live
 	// memory, freed like any other).
-	delete(d.recs, p)
+	d.recs.del(p)
 	d.allocated.Add(-int64(rec.size))
-	if len(rec.streams) == 0 && s.Device == d.id {
+	if len(rec.recorded()) == 0 && s.Device == d.id {
 		d.noteFree(p, rec.size, s, false)
 		d.mu.Unlock()
 		if err := d.b.FreeAsync(p, s); err != nil {
 			d.mu.Lock()
-			d.recs[p] = rec
+			d.recs.set(p, rec)
 			d.allocated.Add(int64(rec.size))
 			d.unnoteFree(rec.size, false)
 			d.mu.Unlock()
@@ -166,9 +168,9 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 	d.pending.Add(int64(rec.size))
 	d.noteFree(p, rec.size, s, true)
 	d.mu.Unlock()
-	if err := d.freeCross(p, rec.size, using(rec, s)); err != nil {
+	if err := d.freeCross(p, rec.size, using(&rec, s)); err != nil {
 		d.mu.Lock()
-		d.recs[p] = rec
+		d.recs.set(p, rec)
 		d.allocated.Add(int64(rec.size))
 		d.pending.Add(-int64(rec.size))
 		d.unnoteFree(rec.size, true)
@@ -185,28 +187,41 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 // captured; the record is as it was and the caller takes the full path.
 func (d *device) freeUncaptured(p gpumem.Ptr, s gpumem.Stream) (done bool, err error) {
 	d.mu.Lock()
-	rec, ok := d.recs[p]
-	if !ok || rec.state != stateLive || rec.graph != nil || len(rec.streams) != 0 || s.Device != d.id {
+	// Out of the table before the driver may hand the address out again;
+	// counted as freed now (the history, when kept, once the free is made)
+	// and put back as it was if nothing is freed.
+	rec, ok := d.recs.take(p)
+	if !ok {
 		d.mu.Unlock()
 		return false, nil
 	}
-	// Out of the map before the driver may hand the address out again.
-	delete(d.recs, p)
-	d.mu.Unlock()
-	st, err := d.guarded.FreeAsyncUncaptured(p, s)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err != nil || st != gpumem.CaptureNone {
-		// Nothing was freed: the address cannot have been handed out.
-		d.recs[p] = rec
-		if err != nil {
-			return false, fmt.Errorf("asyncpool: freeing %#x on %v: %w", uintptr(p), s, err)
-		}
+	if rec.state != stateLive || rec.graph != nil || len(rec.recorded()) != 0 || s.Device != d.id {
+		d.recs.add(p, rec)
+		d.mu.Unlock()
 		return false, nil
 	}
 	d.allocated.Add(-int64(rec.size))
-	d.noteFree(p, rec.size, s, false)
-	return true, nil
+	d.tally.free(rec.size, false)
+	d.mu.Unlock()
+	st, err := d.guarded.FreeAsyncUncaptured(p, s)
+	if err == nil && st == gpumem.CaptureNone {
+		if d.hist.on() {
+			d.mu.Lock()
+			d.noteFreeHistory(p, rec.size, s, false)
+			d.mu.Unlock()
+		}
+		return true, nil
+	}
+	// Nothing was freed: the address cannot have been handed out.
+	d.mu.Lock()
+	d.recs.add(p, rec)
+	d.allocated.Add(int64(rec.size))
+	d.unnoteFree(rec.size, false)
+	d.mu.Unlock()
+	if err != nil {
+		return false, fmt.Errorf("asyncpool: freeing %#x on %v: %w", uintptr(p), s, err)
+	}
+	return false, nil
 }
 
 // toPending moves a record's bytes from allocated to pending release.
@@ -219,8 +234,8 @@ func (d *device) toPending(p gpumem.Ptr, size uint64, s gpumem.Stream) {
 
 // using lists the streams a free must wait for: the allocation stream, the
 // freeing stream and every recorded stream, without duplicates.
-func using(rec record, s gpumem.Stream) []gpumem.Stream {
-	out := make([]gpumem.Stream, 0, 2+len(rec.streams))
+func using(rec *record, s gpumem.Stream) []gpumem.Stream {
+	out := make([]gpumem.Stream, 0, 2+len(rec.recorded()))
 	add := func(u gpumem.Stream) {
 		for _, v := range out {
 			if v == u {
@@ -233,7 +248,7 @@ func using(rec record, s gpumem.Stream) []gpumem.Stream {
 		add(rec.stream)
 	}
 	add(s)
-	for _, u := range rec.streams {
+	for _, u := range rec.recorded() {
 		add(u)
 	}
 	return out
@@ -272,7 +287,7 @@ func (d *device) freeCross(p gpumem.Ptr, size uint64, streams []gpumem.Stream) e
 	d.fifo = append(d.fifo, pendingFree{ev: ev, p: p, size: size})
 	d.queued.Store(int32(len(d.fifo)))
 	d.mu.Lock()
-	d.stats.NumDeviceFree++
+	d.tally.devFrees++
 	d.ctr.CrossStreamFrees++
 	d.mu.Unlock()
 	return nil
@@ -281,7 +296,7 @@ func (d *device) freeCross(p gpumem.Ptr, size uint64, streams []gpumem.Stream) e
 // freeInCapture frees p inside the capture ci of s, after joining the
 // recorded streams that take part in the same capture.
 func (d *device) freeInCapture(p gpumem.Ptr, rec record, s gpumem.Stream, ci gpumem.CaptureInfo) error {
-	for _, u := range rec.streams {
+	for _, u := range rec.recorded() {
 		if u == s {
 			continue
 		}
@@ -368,7 +383,8 @@ func (d *device) close() error {
 	var held, heldBytes uint64
 	var free []gpumem.Ptr
 	d.mu.Lock()
-	for p, rec := range d.recs {
+	var never []gpumem.Ptr
+	d.recs.each(func(p gpumem.Ptr, rec record) bool {
 		g := rec.graph
 		switch {
 		case rec.state == stateDeferred, rec.state == stateGraphOwned,
@@ -377,10 +393,14 @@ func (d *device) close() error {
 			held++
 			heldBytes += rec.size
 		case rec.state == stateLive && g != nil && !g.launched.Load():
-			delete(d.recs, p) // a graph allocation that never existed
+			never = append(never, p) // a graph allocation that never existed
 		default:
 			free = append(free, p)
 		}
+		return true
+	})
+	for _, p := range never {
+		d.recs.del(p)
 	}
 	d.mu.Unlock()
 	d.freeMu.Lock()
@@ -394,8 +414,8 @@ func (d *device) close() error {
 					continue
 				}
 				d.mu.Lock()
-				delete(d.recs, p)
-				d.stats.NumDeviceFree++
+				d.recs.del(p)
+				d.tally.devFrees++
 				d.mu.Unlock()
 			}
 		}

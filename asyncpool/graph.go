@@ -183,7 +183,7 @@ func (d *device) processReleased() {
 		}
 		ran := gs.launched.Load()
 		for p := range gs.allocs {
-			rec, ok := d.recs[p]
+			rec, ok := d.recs.get(p)
 			if !ok || rec.state != stateGraphOwned {
 				continue // live: the user's free decides; deferred: its capture does
 			}
@@ -195,7 +195,7 @@ func (d *device) processReleased() {
 		}
 		gs.allocs = nil
 		for _, p := range gs.deferred {
-			rec, ok := d.recs[p]
+			rec, ok := d.recs.get(p)
 			if !ok || rec.state != stateDeferred {
 				continue
 			}
@@ -208,7 +208,7 @@ func (d *device) processReleased() {
 			default:
 				// Its allocating graph still exists: it owns it now.
 				rec.state = stateGraphOwned
-				d.recs[p] = rec
+				d.recs.set(p, rec)
 				g.allocs[p] = struct{}{}
 			}
 		}
@@ -219,7 +219,7 @@ func (d *device) processReleased() {
 // queueFreeLocked queues rec for a free on the free stream. mu must be held.
 func (d *device) queueFreeLocked(p gpumem.Ptr, rec record) {
 	rec.state = stateGraphFreeing
-	d.recs[p] = rec
+	d.recs.set(p, rec)
 	d.toFree = append(d.toFree, p)
 	d.hasWork.Store(true)
 }
@@ -227,7 +227,7 @@ func (d *device) queueFreeLocked(p gpumem.Ptr, rec record) {
 // dropLocked forgets a graph allocation of a graph that never ran: it never
 // existed, so there is nothing to free. mu must be held.
 func (d *device) dropLocked(p gpumem.Ptr, rec record) {
-	delete(d.recs, p)
+	d.recs.del(p)
 	d.pending.Add(-int64(rec.size))
 	d.noteReleased(rec.size)
 	d.ctr.GraphDropped++
@@ -246,14 +246,14 @@ func (d *device) flushGraphFrees() error {
 	var retry []gpumem.Ptr
 	for _, p := range list {
 		d.mu.Lock()
-		rec, ok := d.recs[p]
+		rec, ok := d.recs.get(p)
 		if !ok || rec.state != stateGraphFreeing {
 			d.mu.Unlock()
 			continue
 		}
-		delete(d.recs, p)
+		d.recs.del(p)
 		d.mu.Unlock()
-		streams := using(rec, rec.freeOn)
+		streams := using(&rec, rec.freeOn())
 		busy, err := d.anyCapturing(streams)
 		if err == nil && !busy {
 			err = d.freeCross(p, rec.size, streams)
@@ -263,7 +263,7 @@ func (d *device) flushGraphFrees() error {
 				errs = append(errs, err)
 			}
 			d.mu.Lock()
-			d.recs[p] = rec
+			d.recs.set(p, rec)
 			d.mu.Unlock()
 			retry = append(retry, p)
 			continue

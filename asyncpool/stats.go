@@ -29,7 +29,7 @@ func (a *Allocator) Counters(dev int) Counters {
 	}
 	d.mu.Lock()
 	c := d.ctr
-	c.LiveAllocations = len(d.recs)
+	c.LiveAllocations = d.recs.len()
 	d.mu.Unlock()
 	c.PendingFrees = int(d.queued.Load())
 	return c
@@ -62,6 +62,7 @@ func (a *Allocator) Stats(dev int) gpumem.MemoryStats {
 	defer d.life.RUnlock()
 	d.mu.Lock()
 	st := d.stats
+	d.tally.expand(&st)
 	d.mu.Unlock()
 	if d.closed {
 		return st
@@ -108,15 +109,7 @@ func (a *Allocator) ResetPeakStats(dev int) {
 	d.life.RLock()
 	defer d.life.RUnlock()
 	d.mu.Lock()
-	for _, arr := range []*gpumem.StatArray{
-		&d.stats.Allocation, &d.stats.Segment, &d.stats.Active, &d.stats.InactiveSplit,
-		&d.stats.AllocatedBytes, &d.stats.ReservedBytes, &d.stats.ActiveBytes,
-		&d.stats.InactiveSplitBytes, &d.stats.RequestedBytes,
-	} {
-		for i := range arr {
-			arr[i].ResetPeak()
-		}
-	}
+	d.tally.resetPeaks()
 	d.mu.Unlock()
 	if !d.closed {
 		_ = d.b.MemPoolSetAttribute(d.pool, gpumem.PoolReservedMemHigh, 0)
@@ -157,13 +150,14 @@ func (a *Allocator) Snapshot() gpumem.Snapshot {
 		}
 		d.freeMu.Unlock()
 		d.mu.Lock()
-		for p, rec := range d.recs {
+		d.recs.each(func(p gpumem.Ptr, rec record) bool {
 			state := "active_allocated"
 			if rec.state != stateLive {
 				state = "active_pending_free"
 			}
 			add(p, rec.size, rec.stream.Handle, state)
-		}
+			return true
+		})
 		d.mu.Unlock()
 		sort.Slice(segs, func(i, j int) bool { return segs[i].Addr < segs[j].Addr })
 		snap.Segments = append(snap.Segments, segs...)
@@ -207,6 +201,9 @@ func (r *ring) add(act gpumem.HistoryAction, dev int, stream uintptr, p gpumem.P
 	}
 	r.addAt(clock.Now(), act, dev, stream, p, size)
 }
+
+// on reports whether the history is kept.
+func (r *ring) on() bool { return len(r.buf) > 0 }
 
 // now reads the clock only when the history is kept: the hot path pays
 // nothing for a disabled history and one clock read per call otherwise.
