@@ -5,7 +5,7 @@
 # anchors in one go, writes full logs to $OUT (default /tmp/gpumem-gpu) and
 # prints a short table last.
 #
-#   scripts/gpu/run.sh [all|anchors|tests|replay|snapshot|bench]
+#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|snapshot|bench]
 set -uo pipefail
 G=${G:-.gpu/final}
 OUT=${OUT:-/tmp/gpumem-gpu}
@@ -23,7 +23,7 @@ nvidia-smi --query-gpu=index,name,driver_version,memory.total,memory.used --form
 for t in $G/traces/*.trace.gz; do zcat "$t" >"$W/$(basename "$t" .gz)"; done
 traces=$(ls $W/*.trace)
 
-if [ "$what" = all ] || [ "$what" = anchors ] || [ "$what" = replay ]; then
+if [ "$what" = all ] || [ "$what" = anchors ] || [ "$what" = replay ] || [ "$what" = asyncpool ]; then
 	nvcc -O2 -o $W/drvbench $G/anchors/drvbench.c -lcuda 2>&1 | tail -5
 	$W/drvbench >"$OUT/drvbench.txt" 2>&1
 	grep -E 'driver_version|loop_ns|bw_GBps pinned|bw_GBps managed|lat_us cuMemAllocAsync' "$OUT/drvbench.txt" | sed 's/^/anchor: /' | tee -a "$summary"
@@ -54,6 +54,23 @@ if [ "$what" = all ] || [ "$what" = replay ]; then
 	done
 	sed 's/^/anchor: /' "$OUT/ptreplay.jsonl" | tee -a "$summary"
 	sed 's/^/gpumem: /' "$OUT/replay.jsonl" | tee -a "$summary"
+fi
+
+if [ "$what" = asyncpool ]; then
+	# asyncpool against the raw driver pool alone, in more rounds (ROUNDS,
+	# default 15): each run is a fresh process whose first pool growth
+	# varies by up to 60 % from process to process, on both sides alike.
+	for round in $(seq 1 "${ROUNDS:-15}"); do
+		for t in $traces; do
+			$W/ptreplay "$t" driverpool >>"$OUT/ptreplay.jsonl" 2>&1
+			$G/gpumem replay --backend cuda --allocator asyncpool --json "$t" >>"$OUT/replay.jsonl" 2>>"$OUT/replay.err"
+		done
+	done
+	note "asyncpool rounds done (errors: $(wc -l <"$OUT/replay.err"))"
+fi
+
+if [ "$what" = replay ] || [ "$what" = asyncpool ]; then
+	python3 scripts/gpu/compare.py "$OUT" | tee -a "$summary"
 fi
 
 if [ "$what" = all ] || [ "$what" = snapshot ]; then
