@@ -425,7 +425,15 @@ type Pools interface {
 
 // Graphs captures streams into graphs and runs them.
 type Graphs interface {
+	// StreamBeginCapture begins capturing s. A capture in CaptureModeGlobal
+	// or CaptureModeThreadLocal must end on the OS thread that began it
+	// (the vendors' rule): the backends keep the calling goroutine on its
+	// thread (runtime.LockOSThread) until it ends the capture, so end it
+	// from the goroutine that began it. A relaxed capture may end anywhere.
 	StreamBeginCapture(s Stream, mode CaptureMode) error
+	// StreamEndCapture ends the capture of s and returns its graph; from
+	// another goroutine than the one that began a global or thread-local
+	// capture it fails (STREAM_CAPTURE_WRONG_THREAD) and the capture goes on.
 	StreamEndCapture(s Stream) (Graph, error)
 	StreamCaptureInfo(s Stream) (CaptureInfo, error)
 	GraphInstantiate(g Graph) (GraphExec, error)

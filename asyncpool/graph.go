@@ -328,8 +328,9 @@ func (d *device) captureOpen() (bool, error) {
 
 // BeginCapture synchronizes the free stream of s's device, so that no free
 // is pending when the capture starts, and begins capturing s. Use it with
-// EndCapture; with CaptureCheckHooks they are how the allocator learns of
-// captures.
+// EndCapture, from the same goroutine for a global or thread-local capture
+// (see gpumem.Graphs: the goroutine stays on its OS thread until then); with
+// CaptureCheckHooks they are how the allocator learns of captures.
 func (a *Allocator) BeginCapture(s gpumem.Stream, mode gpumem.CaptureMode) error {
 	d, err := a.device(s.Device)
 	if err != nil {

@@ -29,7 +29,7 @@
 // host functions in order, the default and a created pool (attributes,
 // release threshold, high-water marks, trim, access), graph capture (status,
 // replay twice, host nodes, user-object destructors, illegal calls, memory
-// nodes), the virtual memory API, managed memory (advice, prefetch both
+// nodes, the thread a capture ends on), the virtual memory API, managed memory (advice, prefetch both
 // ways, range attributes), peer access with two devices, and Close.
 package backendtest
 
@@ -37,7 +37,10 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"runtime"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,6 +78,7 @@ func RunDevice(t *testing.T, dev int, open func(t *testing.T) gpumem.Backend) {
 		{"CreatedPool", testCreatedPool},
 		{"GraphCapture", testGraphCapture},
 		{"GraphCaptureIllegal", testGraphCaptureIllegal},
+		{"GraphCaptureThread", testGraphCaptureThread},
 		{"GraphMemoryNodes", testGraphMemoryNodes},
 		{"VMM", testVMM},
 		{"Managed", testManaged},
@@ -691,6 +695,87 @@ func testGraphCaptureIllegal(t *testing.T, b gpumem.Backend, dev int) {
 		t.Error("capturing the legacy default stream succeeded")
 		_, _ = b.StreamEndCapture(gpumem.Stream{Device: dev})
 	}
+}
+
+// churn keeps the scheduler moving goroutines between OS threads until
+// the returned function is called: goroutines that block in system calls
+// make the scheduler hand their processors to other threads.
+func churn() (stop func()) {
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for i := 0; i < 2*runtime.GOMAXPROCS(0)+2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts := syscall.Timespec{Nsec: 100_000}
+			for !done.Load() {
+				_ = syscall.Nanosleep(&ts, nil)
+				runtime.Gosched()
+			}
+		}()
+	}
+	return func() { done.Store(true); wg.Wait() }
+}
+
+// testGraphCaptureThread: a global or thread-local capture must end on the
+// OS thread that began it. The goroutine that began it ends it, however
+// the scheduler moves goroutines meanwhile; another goroutine (on another
+// thread) is refused with WRONG_THREAD (908) and the capture goes on. A
+// relaxed capture ends anywhere.
+func testGraphCaptureThread(t *testing.T, b gpumem.Backend, dev int) {
+	s := newStream(t, b, dev, gpumem.StreamNonBlocking)
+	err := b.StreamBeginCapture(s, gpumem.CaptureModeRelaxed)
+	skipIfNotSupported(t, err, "StreamBeginCapture")
+	g, err := b.StreamEndCapture(s)
+	must(t, err, "StreamEndCapture")
+	must(t, b.GraphDestroy(g), "GraphDestroy")
+
+	stop := churn()
+	for i := 0; i < 100; i++ {
+		mode := []gpumem.CaptureMode{gpumem.CaptureModeGlobal, gpumem.CaptureModeThreadLocal}[i%2]
+		must(t, b.StreamBeginCapture(s, mode), "StreamBeginCapture")
+		for j := 0; j < 3; j++ {
+			time.Sleep(50 * time.Microsecond)
+		}
+		g, err := b.StreamEndCapture(s)
+		if err != nil {
+			stop()
+			t.Fatalf("round %d: ending a capture (mode %d) on the goroutine that began it: %v", i, mode, err)
+		}
+		must(t, b.GraphDestroy(g), "GraphDestroy")
+	}
+	stop()
+
+	endElsewhere := func() error {
+		ch := make(chan error)
+		go func() {
+			runtime.LockOSThread() // a thread of its own for the rest of its life
+			defer runtime.UnlockOSThread()
+			g, err := b.StreamEndCapture(s)
+			if err == nil {
+				err = b.GraphDestroy(g)
+			}
+			ch <- err
+		}()
+		return <-ch
+	}
+	must(t, b.StreamBeginCapture(s, gpumem.CaptureModeGlobal), "StreamBeginCapture")
+	err = endElsewhere()
+	var ve *gpumem.Error
+	if !errors.As(err, &ve) || ve.Code != 908 || !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("ending a global capture from another goroutine: %v; want the vendor's WRONG_THREAD (908)", err)
+	}
+	info, err := b.StreamCaptureInfo(s)
+	must(t, err, "StreamCaptureInfo")
+	if info.Status != gpumem.CaptureActive {
+		t.Errorf("capture status after an end from another thread = %v, want active", info.Status)
+	}
+	g, err = b.StreamEndCapture(s)
+	must(t, err, "StreamEndCapture on the goroutine that began it")
+	must(t, b.GraphDestroy(g), "GraphDestroy")
+
+	must(t, b.StreamBeginCapture(s, gpumem.CaptureModeRelaxed), "StreamBeginCapture")
+	must(t, endElsewhere(), "ending a relaxed capture from another goroutine")
 }
 
 func testGraphMemoryNodes(t *testing.T, b gpumem.Backend, dev int) {

@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"errors"
+	"syscall"
+
 	"github.com/gpumem/gpumem"
 )
 
@@ -22,6 +25,7 @@ type capture struct {
 	id      uint64
 	origin  *stream
 	mode    gpumem.CaptureMode
+	tid     int // the OS thread that began it (global and thread-local modes)
 	status  captureStatus
 	graph   *graph
 	streams map[*stream]int // captured streams: index of their last node, -1 for none
@@ -190,6 +194,12 @@ func (g *GPU) StreamBeginCapture(s gpumem.Stream, mode gpumem.CaptureMode) error
 		return errf(mStreamBeginCapture, codeInvalidValue, "bad capture mode %d", int(mode))
 	}
 	stk := g.callers(1)
+	// As the real backends: the goroutine stays on its OS thread until it
+	// ends a global or thread-local capture, which must end there.
+	return g.pins.Begin(s.Handle, mode, func() error { return g.beginCapture(s, mode, stk) })
+}
+
+func (g *GPU) beginCapture(s gpumem.Stream, mode gpumem.CaptureMode, stk stack) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	st, err := g.lookupStream(mStreamBeginCapture, s)
@@ -205,6 +215,9 @@ func (g *GPU) StreamBeginCapture(s gpumem.Stream, mode gpumem.CaptureMode) error
 	g.captureID++
 	c := &capture{id: g.captureID, origin: st, mode: mode, streams: map[*stream]int{st: -1},
 		graph: &graph{h: g.handle(), dev: st.dev, freed: map[*object]bool{}, uobjs: map[*userObject]uint32{}, stack: stk}}
+	if mode != gpumem.CaptureModeRelaxed {
+		c.tid = syscall.Gettid()
+	}
 	g.captures[c.id] = c
 	st.cap = c
 	return nil
@@ -217,6 +230,19 @@ func (g *GPU) StreamEndCapture(s gpumem.Stream) (gpumem.Graph, error) {
 	if err := g.enter(mStreamEndCapture); err != nil {
 		return gpumem.Graph{}, err
 	}
+	gr, err := g.endCapture(s)
+	status := int32(0)
+	var ve *gpumem.Error
+	if errors.As(err, &ve) {
+		status = int32(ve.Code)
+	} else if err != nil {
+		status = -1
+	}
+	g.pins.End(s.Handle, status)
+	return gr, err
+}
+
+func (g *GPU) endCapture(s gpumem.Stream) (gpumem.Graph, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	st, err := g.lookupStream(mStreamEndCapture, s)
@@ -226,6 +252,10 @@ func (g *GPU) StreamEndCapture(s gpumem.Stream) (gpumem.Graph, error) {
 	c := st.cap
 	if c == nil {
 		return gpumem.Graph{}, errf(mStreamEndCapture, codeInvalidValue, "%v is not capturing", s)
+	}
+	if c.mode != gpumem.CaptureModeRelaxed && c.origin == st && syscall.Gettid() != c.tid {
+		return gpumem.Graph{}, errf(mStreamEndCapture, codeStreamCaptureWrongThread,
+			"the capture was begun in global or thread-local mode on another OS thread")
 	}
 	if c.origin != st {
 		g.invalidate(c)

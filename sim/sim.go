@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/capthread"
 )
 
 // DeviceConfig describes one simulated device. Zero fields take the defaults
@@ -80,6 +81,7 @@ const (
 // gpumem.Backend; see the package documentation for what it models.
 type GPU struct {
 	mu     sync.Mutex
+	pins   capthread.Pins // goroutines held on their thread by a capture
 	cond   sync.Cond
 	nwait  int
 	cfg    Config

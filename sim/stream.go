@@ -597,6 +597,7 @@ func (g *GPU) StreamDestroy(s gpumem.Stream) error {
 	st.destroyed = true
 	delete(g.streams, st.h)
 	g.forget(st)
+	g.pins.Forget(st.h)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/callback"
+	"github.com/gpumem/gpumem/internal/capthread"
 	"github.com/gpumem/gpumem/internal/ccall"
 	"github.com/gpumem/gpumem/internal/dl"
 	"github.com/gpumem/gpumem/internal/guard"
@@ -130,6 +131,7 @@ type Backend struct {
 	closed   atomic.Bool
 	names    sync.Map // int -> string
 	locByVal bool     // Advise/Prefetch take a location by value (CUDA 12.2+)
+	pins     capthread.Pins
 
 	// State the dialect keeps (driver version, ...).
 	DriverVersion  int
@@ -741,7 +743,11 @@ func (b *Backend) StreamDestroy(s gpumem.Stream) error {
 	if s.Handle == 0 {
 		return fmt.Errorf("gpumem: %s: the default stream cannot be destroyed: %w", b.d.Name, gpumem.ErrInvalidValue)
 	}
-	return b.call(s.Device, symtab.StreamDestroy, s.Handle, 0, 0, 0, 0, 0)
+	if err := b.call(s.Device, symtab.StreamDestroy, s.Handle, 0, 0, 0, 0, 0); err != nil {
+		return err
+	}
+	b.pins.Forget(s.Handle)
+	return nil
 }
 
 // StreamSynchronize waits for the work queued on s.
@@ -1129,15 +1135,30 @@ func (b *Backend) StreamBeginCapture(s gpumem.Stream, mode gpumem.CaptureMode) e
 	if mode < gpumem.CaptureModeGlobal || mode > gpumem.CaptureModeRelaxed {
 		return fmt.Errorf("gpumem: %s: unknown capture mode %d: %w", b.d.Name, int(mode), gpumem.ErrInvalidValue)
 	}
-	return b.call(s.Device, symtab.StreamBeginCapture, s.Handle, uintptr(mode), 0, 0, 0, 0)
+	// A global or thread-local capture must end on this OS thread: the
+	// goroutine stays on it until it ends the capture.
+	return b.pins.Begin(s.Handle, mode, func() error {
+		return b.call(s.Device, symtab.StreamBeginCapture, s.Handle, uintptr(mode), 0, 0, 0, 0)
+	})
 }
 
-// StreamEndCapture ends the capture of s and returns the graph.
+// StreamEndCapture ends the capture of s and returns the graph. A capture
+// begun in global or thread-local mode must be ended by the goroutine that
+// began it (which StreamBeginCapture keeps on its OS thread until then);
+// from another goroutine the vendor refuses (WRONG_THREAD) and the capture
+// goes on.
 func (b *Backend) StreamEndCapture(s gpumem.Stream) (gpumem.Graph, error) {
 	c := getCell()
 	defer putCell(c)
-	if err := b.call(s.Device, symtab.StreamEndCapture, s.Handle, c.addr(0), 0, 0, 0, 0); err != nil {
+	r, preFailed, err := b.invoke(s.Device, symtab.StreamEndCapture, s.Handle, c.addr(0), 0, 0, 0, 0)
+	if err != nil {
 		return gpumem.Graph{}, err
+	}
+	if !preFailed {
+		b.pins.End(s.Handle, int32(r))
+	}
+	if int32(r) != 0 {
+		return gpumem.Graph{}, b.failed(symtab.StreamEndCapture, r, preFailed)
 	}
 	return gpumem.Graph{Handle: uintptr(c[0]), Device: s.Device}, nil
 }
