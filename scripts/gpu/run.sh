@@ -67,6 +67,18 @@ if [ "$what" = asyncpool ]; then
 		done
 	done
 	note "asyncpool rounds done (errors: $(wc -l <"$OUT/replay.err"))"
+	# The same trace five times in one C process: the first pass grows
+	# the pool, the others show the steady state.
+	nvcc -O2 -o $W/poolreplay $G/anchors/poolreplay.c -lcuda 2>&1 | tail -5
+	for t in $traces; do
+		$W/poolreplay "$t" pool 5 >>"$OUT/poolreplay.jsonl" 2>&1
+	done
+	python3 -c "
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith('{'):
+        j = json.loads(l); print('poolreplay', j['trace'].split('/')[-1], 'pass', j['pass'], round(j['ns_per_pair']))
+" "$OUT/poolreplay.jsonl" | tee -a "$summary"
 fi
 
 if [ "$what" = replay ] || [ "$what" = asyncpool ]; then
