@@ -16,6 +16,7 @@ const (
 	cudaErrorNotPermitted       = 800
 	cudaErrorNotSupported       = 801
 	cudaErrorCaptureUnsupported = 900
+	cudaErrorCaptureWrongThread = 908 // the last of the capture errors (901..908)
 )
 
 // sentinel maps a CUresult to the gpumem sentinel it means.
@@ -25,10 +26,16 @@ func sentinel(code int) error {
 		return gpumem.ErrOutOfMemory
 	case cudaErrorNoDevice:
 		return gpumem.ErrNoDevice
-	case cudaErrorNotSupported, cudaErrorPeerUnsupported, cudaErrorCaptureUnsupported:
+	case cudaErrorNotSupported, cudaErrorPeerUnsupported:
 		return gpumem.ErrNotSupported
 	case cudaErrorInvalidValue, cudaErrorInvalidDevice, cudaErrorInvalidContext,
 		cudaErrorInvalidHandle, cudaErrorNotFound, cudaErrorPeerNotEnabled, cudaErrorNotPermitted:
+		return gpumem.ErrInvalidValue
+	}
+	if code >= cudaErrorCaptureUnsupported && code <= cudaErrorCaptureWrongThread {
+		// Capture misuse: a call not permitted while capturing, an
+		// invalidated, unmatched or unjoined capture, isolation, implicit
+		// dependency, conflicting capture, wrong thread.
 		return gpumem.ErrInvalidValue
 	}
 	return nil

@@ -4,16 +4,18 @@ import "github.com/gpumem/gpumem"
 
 // hipError_t values the backend maps to sentinels (hip_runtime_api.h).
 const (
-	hipErrorInvalidValue         = 1
-	hipErrorOutOfMemory          = 2
-	hipErrorInvalidDevicePointer = 17
-	hipErrorNoDevice             = 100
-	hipErrorInvalidDevice        = 101
-	hipErrorInvalidContext       = 201
-	hipErrorInvalidHandle        = 400
-	hipErrorNotFound             = 500
-	hipErrorPeerAccessNotEnabled = 705
-	hipErrorNotSupported         = 801
+	hipErrorInvalidValue             = 1
+	hipErrorOutOfMemory              = 2
+	hipErrorInvalidDevicePointer     = 17
+	hipErrorNoDevice                 = 100
+	hipErrorInvalidDevice            = 101
+	hipErrorInvalidContext           = 201
+	hipErrorInvalidHandle            = 400
+	hipErrorNotFound                 = 500
+	hipErrorPeerAccessNotEnabled     = 705
+	hipErrorNotSupported             = 801
+	hipErrorStreamCaptureUnsupported = 900
+	hipErrorStreamCaptureWrongThread = 908 // the last of the capture errors (901..908)
 )
 
 // sentinel maps a hipError_t to the gpumem sentinel it means.
@@ -27,6 +29,10 @@ func sentinel(code int) error {
 		return gpumem.ErrNotSupported
 	case hipErrorInvalidValue, hipErrorInvalidDevicePointer, hipErrorInvalidDevice,
 		hipErrorInvalidContext, hipErrorInvalidHandle, hipErrorNotFound, hipErrorPeerAccessNotEnabled:
+		return gpumem.ErrInvalidValue
+	}
+	if code >= hipErrorStreamCaptureUnsupported && code <= hipErrorStreamCaptureWrongThread {
+		// Capture misuse, numbered as CUDA's.
 		return gpumem.ErrInvalidValue
 	}
 	return nil

@@ -172,7 +172,8 @@ var adviceHeaderName = map[gpumem.Advice]string{
 
 func TestSentinels(t *testing.T) {
 	for code, want := range map[int]error{2: gpumem.ErrOutOfMemory, 100: gpumem.ErrNoDevice, 801: gpumem.ErrNotSupported,
-		1: gpumem.ErrInvalidValue, 400: gpumem.ErrInvalidValue, 101: gpumem.ErrInvalidValue, 999: nil} {
+		1: gpumem.ErrInvalidValue, 400: gpumem.ErrInvalidValue, 101: gpumem.ErrInvalidValue, 999: nil,
+		900: gpumem.ErrInvalidValue, 901: gpumem.ErrInvalidValue, 908: gpumem.ErrInvalidValue, 909: nil} {
 		if got := sentinel(code); got != want {
 			t.Errorf("sentinel(%d) = %v, want %v", code, got, want)
 		}
