@@ -431,9 +431,11 @@ type Graphs interface {
 	// thread (runtime.LockOSThread) until it ends the capture, so end it
 	// from the goroutine that began it. A relaxed capture may end anywhere.
 	StreamBeginCapture(s Stream, mode CaptureMode) error
-	// StreamEndCapture ends the capture of s and returns its graph; from
+	// StreamEndCapture ends the capture of s and returns its graph. From
 	// another goroutine than the one that began a global or thread-local
-	// capture it fails (STREAM_CAPTURE_WRONG_THREAD) and the capture goes on.
+	// capture it fails with STREAM_CAPTURE_WRONG_THREAD and the vendor drops
+	// the capture (no graph); the goroutine that began it is released from
+	// its thread by its own StreamEndCapture, which then fails too.
 	StreamEndCapture(s Stream) (Graph, error)
 	StreamCaptureInfo(s Stream) (CaptureInfo, error)
 	GraphInstantiate(g Graph) (GraphExec, error)

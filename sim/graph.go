@@ -253,16 +253,17 @@ func (g *GPU) endCapture(s gpumem.Stream) (gpumem.Graph, error) {
 	if c == nil {
 		return gpumem.Graph{}, errf(mStreamEndCapture, codeInvalidValue, "%v is not capturing", s)
 	}
-	if c.mode != gpumem.CaptureModeRelaxed && c.origin == st && syscall.Gettid() != c.tid {
-		return gpumem.Graph{}, errf(mStreamEndCapture, codeStreamCaptureWrongThread,
-			"the capture was begun in global or thread-local mode on another OS thread")
-	}
 	if c.origin != st {
 		g.invalidate(c)
 		return gpumem.Graph{}, errf(mStreamEndCapture, codeStreamCaptureUnmatched, "the capture was begun on another stream")
 	}
 	code := 0
-	if c.status == captureInvalidated {
+	why := "capture on %v failed"
+	if c.mode != gpumem.CaptureModeRelaxed && syscall.Gettid() != c.tid {
+		// As CUDA 13 does: refused, and the capture is over, with no graph.
+		code = codeStreamCaptureWrongThread
+		why = "the capture of %v was begun in global or thread-local mode on another OS thread; it is dropped"
+	} else if c.status == captureInvalidated {
 		code = codeStreamCaptureInvalidated
 	} else {
 		for o, last := range c.streams {
@@ -289,7 +290,7 @@ func (g *GPU) endCapture(s gpumem.Stream) (gpumem.Graph, error) {
 	gr := c.graph
 	if code != 0 {
 		g.discardGraph(gr)
-		return gpumem.Graph{}, errf(mStreamEndCapture, code, "capture on %v failed", s)
+		return gpumem.Graph{}, errf(mStreamEndCapture, code, why, s)
 	}
 	g.graphs[gr.h] = gr
 	return gpumem.Graph{Handle: gr.h, Device: gr.dev.ord}, nil

@@ -51,10 +51,12 @@ func (p *Pins) Begin(stream uintptr, mode gpumem.CaptureMode, begin func() error
 }
 
 // End is called after the vendor's EndCapture of stream returned status
-// (0 for success). Unless the capture went on because the call came from
-// another thread (status WrongThread: another goroutine, which holds no
-// lock of this capture), the lock that Begin took is released. It must be
-// called on the goroutine that ends the capture.
+// (0 for success) on the calling goroutine, and releases the lock that
+// Begin took for the capture. A call from another thread (status
+// WrongThread) comes from a goroutine that holds no lock of this capture:
+// the lock stays with the goroutine that began it (the vendor drops the
+// capture anyway; that goroutine's own EndCapture then fails, and releases
+// it here).
 func (p *Pins) End(stream uintptr, status int32) {
 	if status == WrongThread {
 		return

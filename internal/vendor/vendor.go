@@ -1145,8 +1145,8 @@ func (b *Backend) StreamBeginCapture(s gpumem.Stream, mode gpumem.CaptureMode) e
 // StreamEndCapture ends the capture of s and returns the graph. A capture
 // begun in global or thread-local mode must be ended by the goroutine that
 // began it (which StreamBeginCapture keeps on its OS thread until then);
-// from another goroutine the vendor refuses (WRONG_THREAD) and the capture
-// goes on.
+// from another goroutine the vendor refuses (WRONG_THREAD) and drops the
+// capture.
 func (b *Backend) StreamEndCapture(s gpumem.Stream) (gpumem.Graph, error) {
 	c := getCell()
 	defer putCell(c)
