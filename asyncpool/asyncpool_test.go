@@ -585,3 +585,51 @@ func TestOwnPoolAndPeers(t *testing.T) {
 		t.Errorf("device 1 allocs = %d", r.a.Stats(1).NumDeviceAlloc)
 	}
 }
+
+// Setup configures the pool before any allocation: the default pool keeps
+// its memory at once, and a bad
+// device or a closed allocator is an error.
+func TestSetup(t *testing.T) {
+	r := newRig(t, sim.Config{}, asyncpool.DefaultOptions(), 1)
+	defer r.finish()
+	pool, err := r.g.DefaultMemPool(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := r.g.MemPoolGetAttribute(pool, gpumem.PoolReleaseThreshold); v == asyncpool.KeepAll {
+		t.Fatal("the pool keeps all before Setup: the test proves nothing")
+	}
+	if err := r.a.Setup(0); err != nil {
+		t.Fatalf("Setup: %v", err)
+	}
+	if v, err := r.g.MemPoolGetAttribute(pool, gpumem.PoolReleaseThreshold); err != nil || v != asyncpool.KeepAll {
+		t.Fatalf("release threshold after Setup = %d, %v; want KeepAll", v, err)
+	}
+	if err := r.a.Setup(0); err != nil {
+		t.Fatalf("second Setup: %v", err)
+	}
+	if err := r.a.Setup(5); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Fatalf("Setup of a device out of range: %v", err)
+	}
+	p, err := r.a.Allocate(mib, r.ss[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.a.Deallocate(p, r.ss[0]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSetupAfterClose(t *testing.T) {
+	g := simtest.New(t, sim.Config{})
+	a, err := asyncpool.New(g, asyncpool.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Setup(0); !errors.Is(err, gpumem.ErrClosed) {
+		t.Fatalf("Setup after Close: %v", err)
+	}
+}

@@ -43,6 +43,13 @@ type peakResetter interface {
 	ResetPeakStats(dev int)
 }
 
+// setupper is implemented by allocators that set a device up lazily: the
+// replay sets it up before the timed loop, as the anchors set their pools
+// up before theirs.
+type setupper interface {
+	Setup(dev int) error
+}
+
 // Factory makes an allocator on a backend from a configuration.
 type Factory func(b gpumem.Backend, c config.Conf) (Allocator, error)
 
@@ -224,6 +231,11 @@ func Run(b gpumem.Backend, tr *trace.Trace, alloc Allocator, opts Options) (res 
 		every = (len(steps) + maxPoints - 2) / (maxPoints - 1)
 		if every < 1 {
 			every = 1
+		}
+	}
+	if su, ok := alloc.(setupper); ok {
+		if err := su.Setup(dev); err != nil {
+			return res, fmt.Errorf("gpumem: replay: setting device %d up: %w", dev, err)
 		}
 	}
 	resetter, exact := alloc.(peakResetter)

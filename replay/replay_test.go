@@ -259,3 +259,40 @@ func TestSharedTraceFloor(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 }
+
+// setupAlloc records when Setup is called: the replay sets the device up
+// before its first allocation, and a failed setup fails the replay.
+type setupAlloc struct {
+	*passAlloc
+	setups    []int
+	allocated bool // an allocation came before Setup
+	fail      error
+}
+
+func (a *setupAlloc) Setup(dev int) error {
+	a.setups = append(a.setups, dev)
+	a.allocated = len(a.live) > 0 || a.stats.NumDeviceAlloc > 0
+	return a.fail
+}
+
+func TestRunSetsUpBeforeTheLoop(t *testing.T) {
+	tr := &trace.Trace{Name: "t", Events: []trace.Event{
+		{Alloc: true, ID: 1, Size: 4096}, {ID: 1},
+	}}
+	g := newFakeGPU(1 << 30)
+	a := &setupAlloc{passAlloc: newPassAlloc(g)}
+	if _, err := Run(g, tr, a, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.setups) != 1 || a.setups[0] != 0 || a.allocated {
+		t.Fatalf("Setup calls %v (after an allocation: %v); want one, for device 0, before the loop", a.setups, a.allocated)
+	}
+	g = newFakeGPU(1 << 30)
+	a = &setupAlloc{passAlloc: newPassAlloc(g), fail: gpumem.ErrNoDevice}
+	if _, err := Run(g, tr, a, Options{}); !errors.Is(err, gpumem.ErrNoDevice) {
+		t.Fatalf("Run with a failing Setup: %v", err)
+	}
+	if a.stats.NumDeviceAlloc != 0 {
+		t.Fatalf("%d allocations after a failed Setup", a.stats.NumDeviceAlloc)
+	}
+}
