@@ -99,14 +99,20 @@
 //
 // BeginCapture synchronizes the free stream before the capture starts, so
 // that no free is pending inside it; during a capture the throttle is off
-// and EmptyCache (trim) is refused with ErrCaptureActive.
+// and EmptyCache (trim) is refused with ErrCaptureActive. A global or
+// thread-local capture must be ended by the goroutine that began it: the
+// backend keeps that goroutine on its OS thread until then, as the vendors
+// require.
+//
+// A device is set up (pool attributes, peer access) on its first use, or
+// ahead of it with Setup.
 //
 // # Invariants
 //
 //   - Memory is freed exactly once, after every stream that used it (the
 //     allocation stream, the freeing stream, recorded streams) and never
 //     while a graph that may use it exists.
-//   - A record is removed from the map before its memory is freed, and put
+//   - A record is removed from the table before its memory is freed, and put
 //     back if the free fails, so the driver can never hand out an address
 //     the map still holds, and a failed call leaves the state as it was.
 //   - allocated counts bytes users hold; pending counts bytes they freed
