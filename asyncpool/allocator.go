@@ -184,10 +184,7 @@ func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
 	if err != nil {
 		return err
 	}
-	owner, err := a.owner(d, p)
-	if err != nil {
-		return err
-	}
+	owner := a.owner(d, p)
 	owner.life.RLock()
 	defer owner.life.RUnlock()
 	if owner.closed {
@@ -213,26 +210,25 @@ func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
 	return nil
 }
 
-// owner finds the device holding p, looking at d first.
-func (a *Allocator) owner(d *device, p gpumem.Ptr) (*device, error) {
-	d.mu.Lock()
-	_, ok := d.recs.get(p)
-	d.mu.Unlock()
-	if ok {
-		return d, nil
+// owner finds the device holding p, looking at d first; d when none does.
+func (a *Allocator) owner(d *device, p gpumem.Ptr) *device {
+	if d.holds(p) {
+		return d
 	}
+	if o := a.elsewhere(d, p); o != nil {
+		return o
+	}
+	return d
+}
+
+// elsewhere returns the device other than d that holds p, or nil.
+func (a *Allocator) elsewhere(d *device, p gpumem.Ptr) *device {
 	for _, o := range a.existing() {
-		if o == d {
-			continue
-		}
-		o.mu.Lock()
-		_, ok := o.recs.get(p)
-		o.mu.Unlock()
-		if ok {
-			return o, nil
+		if o != d && o.holds(p) {
+			return o
 		}
 	}
-	return d, nil
+	return nil
 }
 
 // Deallocate frees p, whose last use is ordered on s. With no recorded

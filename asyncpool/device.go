@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/clock"
 	"github.com/gpumem/gpumem/internal/guard"
 )
 
@@ -104,8 +105,7 @@ type device struct {
 
 	mu    sync.Mutex // guards everything below up to freeMu
 	recs  recTable
-	tally tally              // the hot statistics
-	stats gpumem.MemoryStats // the others (retries, OOMs)
+	tally tally // the statistics
 	ctr   Counters
 	hist  ring
 	// poolSeen is the pool's reserved, reserved-high and used bytes as
@@ -388,11 +388,6 @@ func (d *device) allocUncaptured(size uint64, s gpumem.Stream) (p gpumem.Ptr, ok
 // counts it; a p that is still live is the backend's error.
 func (d *device) insert(p gpumem.Ptr, size uint64, s gpumem.Stream, gs *graphState) (gpumem.Ptr, error) {
 	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		// Close is waiting on life; it cannot be here. Kept for clarity.
-		return 0, errClosed
-	}
 	if !d.recs.add(p, record{size: size, stream: s, graph: gs}) {
 		d.tally.devAllocs++
 		d.mu.Unlock()
@@ -408,6 +403,13 @@ func (d *device) insert(p gpumem.Ptr, size uint64, s gpumem.Stream, gs *graphSta
 	d.noteAlloc(p, size, s)
 	d.mu.Unlock()
 	return p, nil
+}
+
+// holds reports whether d has a record of p.
+func (d *device) holds(p gpumem.Ptr) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.recs.has(p)
 }
 
 // join makes waiter wait for the work queued so far on from (an event
@@ -514,7 +516,7 @@ func (d *device) noteFreeHistory(p gpumem.Ptr, size uint64, s gpumem.Stream, pen
 	if !d.hist.on() {
 		return
 	}
-	t := d.hist.now()
+	t := clock.Now()
 	d.hist.addAt(t, gpumem.ActionFreeRequest, d.id, s.Handle, p, size)
 	if !pending {
 		d.hist.addAt(t, gpumem.ActionFreeComplete, d.id, s.Handle, p, size)

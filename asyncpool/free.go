@@ -55,16 +55,8 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 	rec, ok := d.recs.get(p)
 	if !ok && search {
 		d.mu.Unlock()
-		for _, o := range d.a.existing() {
-			if o == d {
-				continue
-			}
-			o.mu.Lock()
-			_, held := o.recs.get(p)
-			o.mu.Unlock()
-			if held {
-				return o, nil
-			}
+		if o := d.a.elsewhere(d, p); o != nil {
+			return o, nil
 		}
 		return nil, errFreed(p)
 	}

@@ -15,7 +15,7 @@ func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) 
 	var extra []error
 	if !capturing {
 		d.mu.Lock()
-		d.stats.NumAllocRetries++
+		d.tally.retries++
 		d.mu.Unlock()
 		if err := d.settleGraphs(); err != nil {
 			extra = append(extra, err)
@@ -48,7 +48,7 @@ func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) 
 	}
 	e := d.oomError(size, capturing, errors.Join(append([]error{cause}, extra...)...))
 	d.mu.Lock()
-	d.stats.NumOOMs++
+	d.tally.ooms++
 	d.hist.add(gpumem.ActionOOM, d.id, s.Handle, 0, size)
 	d.mu.Unlock()
 	d.a.hooks.Notify(func() *gpumem.OutOfMemoryError { return e })

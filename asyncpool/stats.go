@@ -61,7 +61,7 @@ func (a *Allocator) Stats(dev int) gpumem.MemoryStats {
 	d.life.RLock()
 	defer d.life.RUnlock()
 	d.mu.Lock()
-	st := d.stats
+	var st gpumem.MemoryStats
 	d.tally.expand(&st)
 	d.mu.Unlock()
 	if d.closed {
@@ -205,16 +205,7 @@ func (r *ring) add(act gpumem.HistoryAction, dev int, stream uintptr, p gpumem.P
 // on reports whether the history is kept.
 func (r *ring) on() bool { return len(r.buf) > 0 }
 
-// now reads the clock only when the history is kept: the hot path pays
-// nothing for a disabled history and one clock read per call otherwise.
-func (r *ring) now() time.Time {
-	if len(r.buf) == 0 {
-		return time.Time{}
-	}
-	return clock.Now()
-}
-
-// addAt adds an entry stamped t (from now).
+// addAt adds an entry stamped t.
 func (r *ring) addAt(t time.Time, act gpumem.HistoryAction, dev int, stream uintptr, p gpumem.Ptr, size uint64) {
 	if len(r.buf) == 0 {
 		return

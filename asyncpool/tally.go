@@ -2,7 +2,7 @@ package asyncpool
 
 import "github.com/gpumem/gpumem"
 
-// tally is a device's allocation statistics in the compact form that the
+// tally is a device's statistics in the compact form that the
 // hot path updates: two adjacent rows of counters per call (the aggregate
 // and the allocation's size class) instead of six gpumem.StatArrays. In
 // this allocator one allocation is one block and one pool segment, so the
@@ -13,6 +13,8 @@ type tally struct {
 	rows      [3]tallyRow // indexed by gpumem.StatAll, StatSmall, StatLarge
 	devAllocs int64       // MallocFromPoolAsync calls that succeeded
 	devFrees  int64       // frees made on the device
+	retries   int64       // allocations retried after a trim
+	ooms      int64       // allocations that failed for lack of memory
 }
 
 type tallyRow struct {
@@ -109,4 +111,6 @@ func (t *tally) expand(st *gpumem.MemoryStats) {
 	st.PendingReleaseBytes = t.rows[gpumem.StatAll].pendBytes
 	st.NumDeviceAlloc = t.devAllocs
 	st.NumDeviceFree = t.devFrees
+	st.NumAllocRetries = t.retries
+	st.NumOOMs = t.ooms
 }
