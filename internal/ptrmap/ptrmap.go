@@ -140,25 +140,14 @@ func (m *Map[V]) Delete(k uint64) (V, bool) {
 }
 
 // Range calls f for each key and value, in no particular order, until f
-// returns false. f must not change the map; collect keys with Keys to
-// change it while walking.
+// returns false. f must not change the map: collect the keys to change
+// and change them after the walk.
 func (m *Map[V]) Range(f func(k uint64, v V) bool) {
 	for i := range m.slots {
 		if s := &m.slots[i]; s.key != 0 && !f(s.key, s.val) {
 			return
 		}
 	}
-}
-
-// Keys returns the keys held, in no particular order.
-func (m *Map[V]) Keys() []uint64 {
-	out := make([]uint64, 0, m.n)
-	for i := range m.slots {
-		if k := m.slots[i].key; k != 0 {
-			out = append(out, k)
-		}
-	}
-	return out
 }
 
 // resize rehashes into n slots (a power of two, at least twice Len).
