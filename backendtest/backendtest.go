@@ -29,8 +29,9 @@
 // host functions in order, the default and a created pool (attributes,
 // release threshold, high-water marks, trim, access), graph capture (status,
 // replay twice, host nodes, user-object destructors, illegal calls, memory
-// nodes, the thread a capture ends on), the virtual memory API, managed memory (advice, prefetch both
-// ways, range attributes), peer access with two devices, and Close.
+// nodes, the thread a capture ends on), the virtual memory API, managed
+// memory (advice, prefetch both ways, range attributes), peer access with
+// two devices, and Close.
 package backendtest
 
 import (

@@ -10,8 +10,8 @@ import (
 // BenchmarkGPUAsyncPoolPair is a 1 MiB allocation+free pair through the
 // asyncpool allocator on the real driver: the defaults (the capture status
 // asked inside each call), the status asked by a call of its own, with
-// history, and with the hooks' check; compare with BenchmarkGPUPoolAllocFree, the same pair
-// through the backend alone.
+// history, and with the hooks' check; compare with BenchmarkGPUPoolAllocFree,
+// the same pair through the backend alone.
 func BenchmarkGPUAsyncPoolPair(b *testing.B) {
 	be := openGPU(b, "cuda")
 	defer be.Close()
