@@ -1,45 +1,28 @@
 package driver
 
-import "github.com/gpumem/gpumem"
-
-// CUresult values the backend maps to sentinels (cuda.h).
-const (
-	cudaErrorInvalidValue       = 1
-	cudaErrorOutOfMemory        = 2
-	cudaErrorNoDevice           = 100
-	cudaErrorInvalidDevice      = 101
-	cudaErrorInvalidContext     = 201
-	cudaErrorPeerUnsupported    = 217
-	cudaErrorInvalidHandle      = 400
-	cudaErrorNotFound           = 500
-	cudaErrorPeerNotEnabled     = 705
-	cudaErrorNotPermitted       = 800
-	cudaErrorNotSupported       = 801
-	cudaErrorCaptureUnsupported = 900
-	cudaErrorCaptureWrongThread = 908 // the last of the capture errors (901..908)
+import (
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/vendor"
 )
 
-// sentinel maps a CUresult to the gpumem sentinel it means.
-func sentinel(code int) error {
-	switch code {
-	case cudaErrorOutOfMemory:
-		return gpumem.ErrOutOfMemory
-	case cudaErrorNoDevice:
-		return gpumem.ErrNoDevice
-	case cudaErrorNotSupported, cudaErrorPeerUnsupported:
-		return gpumem.ErrNotSupported
-	case cudaErrorInvalidValue, cudaErrorInvalidDevice, cudaErrorInvalidContext,
-		cudaErrorInvalidHandle, cudaErrorNotFound, cudaErrorPeerNotEnabled, cudaErrorNotPermitted:
-		return gpumem.ErrInvalidValue
-	}
-	if code >= cudaErrorCaptureUnsupported && code <= cudaErrorCaptureWrongThread {
-		// Capture misuse: a call not permitted while capturing, an
-		// invalidated, unmatched or unjoined capture, isolation, implicit
-		// dependency, conflicting capture, wrong thread.
-		return gpumem.ErrInvalidValue
-	}
-	return nil
-}
+// sentinel maps a CUresult (cuda.h) to the gpumem sentinel it means.
+var sentinel = vendor.Sentinels([]vendor.Codes{
+	{Lo: 1, Names: "CUDA_ERROR_INVALID_VALUE", Err: gpumem.ErrInvalidValue},
+	{Lo: 2, Names: "CUDA_ERROR_OUT_OF_MEMORY", Err: gpumem.ErrOutOfMemory},
+	{Lo: 100, Names: "CUDA_ERROR_NO_DEVICE", Err: gpumem.ErrNoDevice},
+	{Lo: 101, Names: "CUDA_ERROR_INVALID_DEVICE", Err: gpumem.ErrInvalidValue},
+	{Lo: 201, Names: "CUDA_ERROR_INVALID_CONTEXT", Err: gpumem.ErrInvalidValue},
+	{Lo: 217, Names: "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", Err: gpumem.ErrNotSupported},
+	{Lo: 400, Names: "CUDA_ERROR_INVALID_HANDLE", Err: gpumem.ErrInvalidValue},
+	{Lo: 500, Names: "CUDA_ERROR_NOT_FOUND", Err: gpumem.ErrInvalidValue},
+	{Lo: 705, Names: "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", Err: gpumem.ErrInvalidValue},
+	{Lo: 800, Names: "CUDA_ERROR_NOT_PERMITTED", Err: gpumem.ErrInvalidValue},
+	{Lo: 801, Names: "CUDA_ERROR_NOT_SUPPORTED", Err: gpumem.ErrNotSupported},
+	// Capture misuse: a call not permitted while capturing, then
+	// invalidated, merge, unmatched, unjoined, isolation, implicit,
+	// conflicting capture, wrong thread.
+	{Lo: 900, Hi: 908, Names: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD", Err: gpumem.ErrInvalidValue},
+})
 
 // attributes maps gpumem attributes to CUdevice_attribute (cuda.h).
 var attributes = map[gpumem.Attribute]int32{

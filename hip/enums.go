@@ -1,41 +1,29 @@
 package hip
 
-import "github.com/gpumem/gpumem"
-
-// hipError_t values the backend maps to sentinels (hip_runtime_api.h).
-const (
-	hipErrorInvalidValue             = 1
-	hipErrorOutOfMemory              = 2
-	hipErrorInvalidDevicePointer     = 17
-	hipErrorNoDevice                 = 100
-	hipErrorInvalidDevice            = 101
-	hipErrorInvalidContext           = 201
-	hipErrorInvalidHandle            = 400
-	hipErrorNotFound                 = 500
-	hipErrorPeerAccessNotEnabled     = 705
-	hipErrorNotSupported             = 801
-	hipErrorStreamCaptureUnsupported = 900
-	hipErrorStreamCaptureWrongThread = 908 // the last of the capture errors (901..908)
+import (
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/vendor"
 )
 
-// sentinel maps a hipError_t to the gpumem sentinel it means.
-func sentinel(code int) error {
-	switch code {
-	case hipErrorOutOfMemory:
-		return gpumem.ErrOutOfMemory
-	case hipErrorNoDevice:
-		return gpumem.ErrNoDevice
-	case hipErrorNotSupported:
-		return gpumem.ErrNotSupported
-	case hipErrorInvalidValue, hipErrorInvalidDevicePointer, hipErrorInvalidDevice,
-		hipErrorInvalidContext, hipErrorInvalidHandle, hipErrorNotFound, hipErrorPeerAccessNotEnabled:
-		return gpumem.ErrInvalidValue
-	}
-	if code >= hipErrorStreamCaptureUnsupported && code <= hipErrorStreamCaptureWrongThread {
-		// Capture misuse, numbered as CUDA's.
-		return gpumem.ErrInvalidValue
-	}
-	return nil
+// sentinel maps a hipError_t (hip_runtime_api.h) to the gpumem sentinel
+// it means.
+var sentinel = vendor.Sentinels(sentinelCodes)
+
+// sentinelCodes is sentinel's table, with the header's names (checked
+// against hip_runtime_api.h in tests).
+var sentinelCodes = []vendor.Codes{
+	{Lo: 1, Names: "hipErrorInvalidValue", Err: gpumem.ErrInvalidValue},
+	{Lo: 2, Names: "hipErrorOutOfMemory", Err: gpumem.ErrOutOfMemory},
+	{Lo: 17, Names: "hipErrorInvalidDevicePointer", Err: gpumem.ErrInvalidValue},
+	{Lo: 100, Names: "hipErrorNoDevice", Err: gpumem.ErrNoDevice},
+	{Lo: 101, Names: "hipErrorInvalidDevice", Err: gpumem.ErrInvalidValue},
+	{Lo: 201, Names: "hipErrorInvalidContext", Err: gpumem.ErrInvalidValue},
+	{Lo: 400, Names: "hipErrorInvalidHandle", Err: gpumem.ErrInvalidValue},
+	{Lo: 500, Names: "hipErrorNotFound", Err: gpumem.ErrInvalidValue},
+	{Lo: 705, Names: "hipErrorPeerAccessNotEnabled", Err: gpumem.ErrInvalidValue},
+	{Lo: 801, Names: "hipErrorNotSupported", Err: gpumem.ErrNotSupported},
+	// Capture misuse, numbered as CUDA's.
+	{Lo: 900, Hi: 908, Names: "hipErrorStreamCaptureUnsupported hipErrorStreamCaptureWrongThread", Err: gpumem.ErrInvalidValue},
 }
 
 // attributes maps gpumem attributes to hipDeviceAttribute_t

@@ -35,12 +35,14 @@ func TestEnumsAgainstHeaders(t *testing.T) {
 	for a, v := range advices {
 		want[adviceHeaderName[a]] = int64(v)
 	}
+	for _, c := range sentinelCodes {
+		names := strings.Fields(c.Names)
+		want[names[0]] = int64(c.Lo)
+		if c.Hi != 0 {
+			want[names[1]] = int64(c.Hi)
+		}
+	}
 	for code, name := range map[int]string{
-		hipErrorInvalidValue: "hipErrorInvalidValue", hipErrorOutOfMemory: "hipErrorOutOfMemory",
-		hipErrorInvalidDevicePointer: "hipErrorInvalidDevicePointer", hipErrorNoDevice: "hipErrorNoDevice",
-		hipErrorInvalidDevice: "hipErrorInvalidDevice", hipErrorInvalidContext: "hipErrorInvalidContext",
-		hipErrorInvalidHandle: "hipErrorInvalidHandle", hipErrorNotFound: "hipErrorNotFound",
-		hipErrorPeerAccessNotEnabled: "hipErrorPeerAccessNotEnabled", hipErrorNotSupported: "hipErrorNotSupported",
 		vendor.StatusNotReady: "hipErrorNotReady", vendor.StatusPeerAlreadyEnabled: "hipErrorPeerAccessAlreadyEnabled",
 		vendor.StatusNotInitialized: "hipErrorNotInitialized", vendor.StatusDeinitialized: "hipErrorDeinitialized",
 	} {
