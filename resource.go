@@ -1,7 +1,5 @@
 package gpumem
 
-import "time"
-
 // Resource is the allocator contract, after RMM's device_memory_resource.
 //
 // Allocate returns size bytes (size > 0) of device memory usable in stream
@@ -36,131 +34,112 @@ type OOMHandler func(dev int, requested uint64, attempt int) (retry bool)
 // lock is released.
 type OOMObserver func(err *OutOfMemoryError)
 
-// Stat is one statistic in PyTorch's form.
-type Stat struct {
-	Current   int64 `json:"current"`
-	Peak      int64 `json:"peak"`
-	Allocated int64 `json:"allocated"` // total increments
-	Freed     int64 `json:"freed"`     // total decrements
+// Allocator is what every allocator of the project is, and what every
+// adaptor wraps and is: a Resource that tracks cross-stream use, keeps
+// PyTorch's statistics per device, hands its cached memory back on request,
+// lets a caller free memory when it runs out, and can be closed.
+//
+// Stats and ResetPeakStats take a device ordinal; a device the allocator has
+// not used reports zero statistics, and resetting it does nothing. EmptyCache
+// returns to the device whatever the allocator holds that no allocation
+// uses (it does not wait for other streams' work). The OOM handler is called
+// with no lock held before an allocation fails for lack of memory, and may
+// ask for another attempt (see RetryOnOOM for the bound); observers are told
+// of every failure that is returned. Close releases everything the allocator
+// holds, whatever is still allocated; every call after it matches ErrClosed,
+// except Close (nil) and Stats (zero).
+//
+// Optional abilities are small interfaces of their own (HistoryKeeper,
+// Snapshotter, DeviceSetter); find them through adaptors with HistoryOf,
+// SnapshotOf and SetupOf rather than a type assertion.
+type Allocator interface {
+	Resource
+	StreamRecorder
+	// Stats returns the allocator's statistics for device dev.
+	Stats(dev int) MemoryStats
+	// ResetPeakStats sets every peak of device dev to its current value.
+	ResetPeakStats(dev int)
+	// EmptyCache returns unused cached memory to the device.
+	EmptyCache() error
+	// SetOOMHandler sets the function called before an allocation fails for
+	// lack of memory (nil: none).
+	SetOOMHandler(h OOMHandler)
+	// AddOOMObserver adds a function told of every out-of-memory failure.
+	AddOOMObserver(o OOMObserver)
+	// Close releases everything the allocator holds.
+	Close() error
 }
 
-// Add changes the statistic by n (negative to decrease).
-func (s *Stat) Add(n int64) {
-	if n == 0 {
-		return
-	}
-	s.Current += n
-	if n > 0 {
-		s.Allocated += n
-		if s.Current > s.Peak {
-			s.Peak = s.Current
+// HistoryKeeper is an allocator that keeps a memory history (see
+// HistoryEntry): the most recent events, oldest first.
+type HistoryKeeper interface {
+	History() []HistoryEntry
+}
+
+// Snapshotter is an allocator that can describe its memory as PyTorch's
+// memory snapshot does.
+type Snapshotter interface {
+	Snapshot() Snapshot
+}
+
+// DeviceSetter is an allocator that sets a device up lazily (a pool, its
+// attributes, its streams): Setup does it now, so that a measurement or a
+// latency-sensitive first allocation does not pay for it.
+type DeviceSetter interface {
+	Setup(dev int) error
+}
+
+// Adaptor is an Allocator that wraps another, after RMM's resource adaptors:
+// Upstream returns the wrapped allocator.
+type Adaptor interface {
+	Allocator
+	Upstream() Allocator
+}
+
+// find walks a chain of adaptors from a and returns the first allocator that
+// is a T.
+func find[T any](a Allocator) (T, bool) {
+	for a != nil {
+		if t, ok := a.(T); ok {
+			return t, true
 		}
-	} else {
-		s.Freed -= n
+		ad, ok := a.(Adaptor)
+		if !ok {
+			break
+		}
+		a = ad.Upstream()
 	}
+	var zero T
+	return zero, false
 }
 
-// ResetPeak sets the peak to the current value.
-func (s *Stat) ResetPeak() { s.Peak = s.Current }
-
-// Pool kinds indexing a StatArray, as PyTorch's StatType.
-const (
-	StatAll   = 0
-	StatSmall = 1
-	StatLarge = 2
-)
-
-// StatArray is a statistic for all, small and large pools.
-type StatArray [3]Stat
-
-// Add changes the aggregate and the given pool's statistic.
-func (a *StatArray) Add(pool int, n int64) {
-	a[StatAll].Add(n)
-	if pool != StatAll {
-		a[pool].Add(n)
+// HistoryOf returns the memory history of a, or of the first allocator
+// beneath a chain of adaptors that keeps one; false when none does.
+func HistoryOf(a Allocator) ([]HistoryEntry, bool) {
+	h, ok := find[HistoryKeeper](a)
+	if !ok {
+		return nil, false
 	}
+	return h.History(), true
 }
 
-// MemoryStats are an allocator's statistics for one device, with PyTorch's
-// names and meanings, plus figures PyTorch lacks.
-type MemoryStats struct {
-	Allocation         StatArray `json:"allocation"`           // blocks handed out
-	Segment            StatArray `json:"segment"`              // device allocations held
-	Active             StatArray `json:"active"`               // blocks allocated or awaiting their streams
-	InactiveSplit      StatArray `json:"inactive_split"`       // free blocks split from a segment with live parts
-	AllocatedBytes     StatArray `json:"allocated_bytes"`      // bytes handed out (rounded)
-	ReservedBytes      StatArray `json:"reserved_bytes"`       // bytes held from the device
-	ActiveBytes        StatArray `json:"active_bytes"`         // bytes in active blocks
-	InactiveSplitBytes StatArray `json:"inactive_split_bytes"` // bytes in inactive split blocks
-	RequestedBytes     StatArray `json:"requested_bytes"`      // bytes asked for (unrounded)
-
-	NumAllocRetries   int64 `json:"num_alloc_retries"`
-	NumOOMs           int64 `json:"num_ooms"`
-	NumSyncAllStreams int64 `json:"num_sync_all_streams"`
-	NumDeviceAlloc    int64 `json:"num_device_alloc"`
-	NumDeviceFree     int64 `json:"num_device_free"`
-
-	// Beyond PyTorch.
-	LargestFreeBlock    uint64  `json:"largest_free_block"`    // largest block handed out without a new segment
-	Fragmentation       float64 `json:"fragmentation"`         // 1 - largest free / free (0 when nothing is free)
-	PendingReleaseBytes int64   `json:"pending_release_bytes"` // bytes freed but awaiting other streams
-	CrossStreamReuses   int64   `json:"cross_stream_reuses"`   // free blocks reused on another stream after a wait
-	SegmentGrowths      int64   `json:"segment_growths"`       // wholly free segments grown in place instead of replaced
+// SnapshotOf returns the snapshot of a, or of the first allocator beneath a
+// chain of adaptors that can take one; false when none can.
+func SnapshotOf(a Allocator) (Snapshot, bool) {
+	s, ok := find[Snapshotter](a)
+	if !ok {
+		return Snapshot{}, false
+	}
+	return s.Snapshot(), true
 }
 
-// HistoryAction names what a history entry records.
-type HistoryAction string
-
-// History actions, as in PyTorch's memory history.
-const (
-	ActionAlloc        HistoryAction = "alloc"
-	ActionFreeRequest  HistoryAction = "free_requested"
-	ActionFreeComplete HistoryAction = "free_completed"
-	ActionSegmentAlloc HistoryAction = "segment_alloc"
-	ActionSegmentFree  HistoryAction = "segment_free"
-	ActionSegmentMap   HistoryAction = "segment_map"
-	ActionSegmentUnmap HistoryAction = "segment_unmap"
-	ActionOOM          HistoryAction = "oom"
-	ActionSpill        HistoryAction = "spill"
-	ActionUnspill      HistoryAction = "unspill"
-)
-
-// HistoryEntry is one event of an allocator's memory history.
-type HistoryEntry struct {
-	Time   time.Time     `json:"time"`
-	Action HistoryAction `json:"action"`
-	Device int           `json:"device"`
-	Stream uintptr       `json:"stream"`
-	Addr   Ptr           `json:"addr"`
-	Size   uint64        `json:"size"`
-}
-
-// BlockInfo is one block of a segment in a snapshot.
-type BlockInfo struct {
-	Addr          Ptr    `json:"addr"`
-	Size          uint64 `json:"size"`
-	RequestedSize uint64 `json:"requested_size"`
-	State         string `json:"state"` // "active_allocated", "active_pending_free", "inactive"
-}
-
-// SegmentInfo is one segment (device allocation) in a snapshot.
-type SegmentInfo struct {
-	Device        int         `json:"device"`
-	Stream        uintptr     `json:"stream"`
-	Addr          Ptr         `json:"address"`
-	TotalSize     uint64      `json:"total_size"`
-	AllocatedSize uint64      `json:"allocated_size"`
-	ActiveSize    uint64      `json:"active_size"`
-	RequestedSize uint64      `json:"requested_size"`
-	SegmentType   string      `json:"segment_type"` // "small" or "large"
-	Expandable    bool        `json:"is_expandable"`
-	PrivatePool   uint64      `json:"private_pool,omitempty"`
-	Blocks        []BlockInfo `json:"blocks"`
-}
-
-// Snapshot is the state of an allocator's memory, as PyTorch's memory snapshot.
-type Snapshot struct {
-	Segments []SegmentInfo       `json:"segments"`
-	History  []HistoryEntry      `json:"history,omitempty"`
-	Stats    map[int]MemoryStats `json:"stats,omitempty"` // per device
+// SetupOf sets device dev up on a, or on the first allocator beneath a chain
+// of adaptors that sets devices up lazily. It does nothing (and returns nil)
+// when none does.
+func SetupOf(a Allocator, dev int) error {
+	s, ok := find[DeviceSetter](a)
+	if !ok {
+		return nil
+	}
+	return s.Setup(dev)
 }

@@ -39,7 +39,7 @@ import (
 )
 
 // EnvVar is the environment variable FromEnv reads.
-const EnvVar = "GPUMEM_ALLOC_CONF"
+const EnvVar = gpumem.AllocConfEnv
 
 // Backend names accepted by the backend key.
 const (
@@ -82,30 +82,15 @@ type Conf struct {
 
 // Error is a configuration error: the key, the value and what is wrong. It
 // matches gpumem.ErrInvalidValue.
-type Error struct {
-	Key    string // the key concerned ("" when the entry has none)
-	Value  string // the value as given
-	Reason string
-}
-
-// Error formats the error, naming the key and the value.
-func (e *Error) Error() string {
-	if e.Key == "" {
-		return fmt.Sprintf("gpumem: %s: %q: %s", EnvVar, e.Value, e.Reason)
-	}
-	return fmt.Sprintf("gpumem: %s: %s:%s: %s", EnvVar, e.Key, e.Value, e.Reason)
-}
-
-// Unwrap returns gpumem.ErrInvalidValue.
-func (e *Error) Unwrap() error { return gpumem.ErrInvalidValue }
+type Error = gpumem.ConfError
 
 // Keys lists the accepted keys in canonical order.
 func Keys() []string {
-	return []string{
-		"backend", "max_split_size_mb", "roundup_power2_divisions",
-		"garbage_collection_threshold", "expandable_segments",
-		"per_process_memory_fraction", "release_threshold_mb", "throttle_ratio",
+	out := make([]string, len(keyTable))
+	for i, k := range keyTable {
+		out[i] = k.Name
 	}
+	return out
 }
 
 // FromEnv parses GPUMEM_ALLOC_CONF; unset or empty gives the zero Conf.
@@ -117,147 +102,28 @@ func FromEnv() (Conf, error) {
 // gives the zero Conf.
 func Parse(s string) (Conf, error) {
 	c := Conf{Raw: s}
-	entries, err := splitEntries(s)
+	entries, err := gpumem.SplitAllocConf(s)
 	if err != nil {
 		return Conf{}, err
 	}
-	seen := map[string]bool{}
-	for _, ent := range entries {
-		key, val, ok := strings.Cut(ent, ":")
-		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
-		if !ok {
-			return Conf{}, &Error{Key: key, Reason: "missing ':' and value"}
-		}
-		if key == "" {
-			return Conf{}, &Error{Value: ent, Reason: "missing key before ':'"}
-		}
-		if seen[key] {
-			return Conf{}, &Error{Key: key, Value: val, Reason: "key given more than once"}
-		}
-		seen[key] = true
-		if err := c.set(key, val); err != nil {
+	for _, e := range entries {
+		if err := c.set(e.Key, e.Value); err != nil {
 			return Conf{}, err
 		}
 	}
 	return c, nil
 }
 
-// splitEntries splits at top-level commas, keeping bracketed lists whole.
-func splitEntries(s string) ([]string, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	var out []string
-	depth, start := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '[':
-			depth++
-			if depth > 1 {
-				return nil, &Error{Value: s, Reason: "nested '[' is not allowed"}
-			}
-		case ']':
-			depth--
-			if depth < 0 {
-				return nil, &Error{Value: s, Reason: "']' without '['"}
-			}
-		case ',':
-			if depth == 0 {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
-		}
-	}
-	if depth != 0 {
-		return nil, &Error{Value: s, Reason: "'[' without ']'"}
-	}
-	out = append(out, s[start:])
-	for _, e := range out {
-		if strings.TrimSpace(e) == "" {
-			return nil, &Error{Value: s, Reason: "empty entry between commas"}
-		}
-	}
-	return out, nil
-}
-
 func (c *Conf) set(key, val string) error {
-	bad := func(reason string) error { return &Error{Key: key, Value: val, Reason: reason} }
-	if key != "roundup_power2_divisions" && strings.ContainsAny(val, "[]") {
-		return bad("a list is only accepted by roundup_power2_divisions")
+	k, ok := lookupKey(key)
+	if !ok {
+		return &Error{Key: key, Value: val, Reason: "unknown key (known: " + strings.Join(Keys(), ", ") + ")"}
 	}
-	switch key {
-	case "backend":
-		switch val {
-		case BackendCaching, BackendAsyncPool, BackendManaged:
-			c.Backend = val
-		default:
-			return bad("want caching, asyncpool or managed")
-		}
-	case "max_split_size_mb":
-		n, err := parseUint(val)
-		if err != nil {
-			return bad(err.Error())
-		}
-		if n <= MinMaxSplitSizeMB {
-			return bad(fmt.Sprintf("too small, must be > %d", MinMaxSplitSizeMB))
-		}
-		if n > math.MaxUint64>>20 {
-			return bad("too large: the size in bytes overflows 64 bits")
-		}
-		c.MaxSplitSizeMB = n
-	case "roundup_power2_divisions":
-		d, err := parseDivisions(val)
-		if err != nil {
-			return bad(err.Error())
-		}
-		c.RoundupPower2Divisions = d
-	case "garbage_collection_threshold":
-		f, err := parseFloat(val)
-		if err != nil {
-			return bad(err.Error())
-		}
-		if !(f > 0 && f < 1) {
-			return bad("must be greater than 0 and less than 1")
-		}
-		c.GarbageCollectionThreshold = f
-	case "expandable_segments":
-		switch val {
-		case "True", "true":
-			c.ExpandableSegments = true
-		case "False", "false":
-			c.ExpandableSegments = false
-		default:
-			return bad("want True or False")
-		}
-	case "per_process_memory_fraction":
-		f, err := parseFloat(val)
-		if err != nil {
-			return bad(err.Error())
-		}
-		if !(f > 0 && f <= 1) {
-			return bad("must be greater than 0 and at most 1")
-		}
-		c.PerProcessMemoryFraction = f
-	case "release_threshold_mb":
-		n, err := parseUint(val)
-		if err != nil {
-			return bad(err.Error())
-		}
-		if n > math.MaxUint64>>20 {
-			return bad("too large: the size in bytes overflows 64 bits")
-		}
-		c.ReleaseThresholdMB = &n
-	case "throttle_ratio":
-		f, err := parseFloat(val)
-		if err != nil {
-			return bad(err.Error())
-		}
-		if !(f > 0 && f <= 1) {
-			return bad("must be greater than 0 and at most 1")
-		}
-		c.ThrottleRatio = f
-	default:
-		return bad("unknown key (known: " + strings.Join(Keys(), ", ") + ")")
+	if !k.list && strings.ContainsAny(val, "[]") {
+		return &Error{Key: key, Value: val, Reason: "a list is only accepted by roundup_power2_divisions"}
+	}
+	if err := k.set(c, val); err != nil {
+		return &Error{Key: key, Value: val, Reason: err.Error()}
 	}
 	return nil
 }
@@ -442,40 +308,10 @@ func (c Conf) Equal(o Conf) bool {
 // only those set, no spaces. Parse(c.String()) gives a Conf equal to c.
 func (c Conf) String() string {
 	var parts []string
-	add := func(k, v string) { parts = append(parts, k+":"+v) }
-	if c.Backend != "" {
-		add("backend", c.Backend)
-	}
-	if c.MaxSplitSizeMB != 0 {
-		add("max_split_size_mb", strconv.FormatUint(c.MaxSplitSizeMB, 10))
-	}
-	if d := c.RoundupPower2Divisions; len(d) == 1 && d[0].UpToMB == 0 && d[0].Divisions != 0 {
-		add("roundup_power2_divisions", strconv.Itoa(d[0].Divisions))
-	} else if len(d) > 0 {
-		items := make([]string, len(d))
-		for i, x := range d {
-			k := ">"
-			if x.UpToMB != 0 {
-				k = strconv.FormatUint(x.UpToMB, 10)
-			}
-			items[i] = k + ":" + strconv.Itoa(x.Divisions)
+	for _, k := range keyTable {
+		if v, ok := k.get(c); ok {
+			parts = append(parts, k.Name+":"+v)
 		}
-		add("roundup_power2_divisions", "["+strings.Join(items, ",")+"]")
-	}
-	if c.GarbageCollectionThreshold != 0 {
-		add("garbage_collection_threshold", formatFloat(c.GarbageCollectionThreshold))
-	}
-	if c.ExpandableSegments {
-		add("expandable_segments", "True")
-	}
-	if c.PerProcessMemoryFraction != 0 {
-		add("per_process_memory_fraction", formatFloat(c.PerProcessMemoryFraction))
-	}
-	if c.ReleaseThresholdMB != nil {
-		add("release_threshold_mb", strconv.FormatUint(*c.ReleaseThresholdMB, 10))
-	}
-	if c.ThrottleRatio != 0 {
-		add("throttle_ratio", formatFloat(c.ThrottleRatio))
 	}
 	return strings.Join(parts, ",")
 }

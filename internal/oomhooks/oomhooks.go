@@ -56,3 +56,24 @@ func (k *Hooks) Notify(describe func() *gpumem.OutOfMemoryError) {
 		o(e)
 	}
 }
+
+// MaxAttempts bounds the attempts an allocation makes at its OOM handler's
+// request, in every allocator and adaptor: after the first failure the
+// handler is asked at most MaxAttempts times (attempt 0 to MaxAttempts-1),
+// and the allocation is retried after each "yes". A handler that frees
+// nothing but keeps answering yes would otherwise hold the caller forever;
+// eight attempts leave a handler that frees memory in stages (spill a tier,
+// then another) room to work.
+const MaxAttempts = 8
+
+// Retry asks the handler, with no lock held, whether to retry an allocation
+// of size bytes on device dev that failed for lack of memory; attempt counts
+// from 0. It is false when there is no handler, when the handler declines,
+// and from attempt MaxAttempts on.
+func (k *Hooks) Retry(dev int, size uint64, attempt int) bool {
+	if attempt >= MaxAttempts {
+		return false
+	}
+	h := k.Handler()
+	return h != nil && h(dev, size, attempt)
+}

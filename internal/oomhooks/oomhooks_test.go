@@ -43,3 +43,26 @@ func TestHooks(t *testing.T) {
 		t.Fatalf("observers told %v, described %d times", got, described)
 	}
 }
+
+func TestRetryIsBounded(t *testing.T) {
+	var k Hooks
+	if k.Retry(0, 1, 0) {
+		t.Fatal("retry with no handler")
+	}
+	calls := 0
+	k.SetHandler(func(dev int, size uint64, attempt int) bool { calls++; return true })
+	n := 0
+	for attempt := 0; k.Retry(0, 1, attempt); attempt++ {
+		n++
+		if n > 100 {
+			t.Fatal("unbounded retries")
+		}
+	}
+	if n != MaxAttempts || calls != MaxAttempts {
+		t.Fatalf("%d retries, %d handler calls; want %d", n, calls, MaxAttempts)
+	}
+	k.SetHandler(func(dev int, size uint64, attempt int) bool { return false })
+	if k.Retry(0, 1, 0) {
+		t.Fatal("retry after the handler declined")
+	}
+}

@@ -1,0 +1,125 @@
+package gpumem
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// AllocConfEnv is the environment variable that configures allocators, in
+// PyTorch's PYTORCH_CUDA_ALLOC_CONF syntax (see SplitAllocConf). Package
+// config gives its keys their meaning.
+const AllocConfEnv = "GPUMEM_ALLOC_CONF"
+
+// ConfEntry is one key:value entry of an allocator configuration, spaces
+// trimmed; a bracketed list stays one value ("[256:1,>:8]").
+type ConfEntry struct {
+	Key, Value string
+}
+
+// ConfError is a configuration error: the key, the value and what is wrong.
+// It matches ErrInvalidValue.
+type ConfError struct {
+	Key    string // the key concerned ("" when the entry has none)
+	Value  string // the value as given
+	Reason string
+}
+
+// Error formats the error, naming the key and the value.
+func (e *ConfError) Error() string {
+	if e.Key == "" {
+		return fmt.Sprintf("gpumem: %s: %q: %s", AllocConfEnv, e.Value, e.Reason)
+	}
+	return fmt.Sprintf("gpumem: %s: %s:%s: %s", AllocConfEnv, e.Key, e.Value, e.Reason)
+}
+
+// Unwrap returns ErrInvalidValue.
+func (e *ConfError) Unwrap() error { return ErrInvalidValue }
+
+// SplitAllocConf splits a configuration string into its entries:
+//
+//	key:value,key:value,key:[a:b,c:d]
+//
+// Whitespace around keys, values and separators is ignored; the empty string
+// has no entries. A key given twice, an entry without ':' or key, an empty
+// entry and unbalanced or nested brackets are *ConfError. The values are not
+// interpreted here: package config knows the keys.
+func SplitAllocConf(s string) ([]ConfEntry, error) {
+	parts, err := splitTopLevel(s)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ConfEntry, 0, len(parts))
+	seen := map[string]bool{}
+	for _, ent := range parts {
+		key, val, ok := strings.Cut(ent, ":")
+		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
+		if !ok {
+			return nil, &ConfError{Key: key, Reason: "missing ':' and value"}
+		}
+		if key == "" {
+			return nil, &ConfError{Value: ent, Reason: "missing key before ':'"}
+		}
+		if seen[key] {
+			return nil, &ConfError{Key: key, Value: val, Reason: "key given more than once"}
+		}
+		seen[key] = true
+		out = append(out, ConfEntry{Key: key, Value: val})
+	}
+	return out, nil
+}
+
+// splitTopLevel splits at top-level commas, keeping bracketed lists whole.
+func splitTopLevel(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '[':
+			depth++
+			if depth > 1 {
+				return nil, &ConfError{Value: s, Reason: "nested '[' is not allowed"}
+			}
+		case ']':
+			depth--
+			if depth < 0 {
+				return nil, &ConfError{Value: s, Reason: "']' without '['"}
+			}
+		case ',':
+			if depth == 0 {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	if depth != 0 {
+		return nil, &ConfError{Value: s, Reason: "'[' without ']'"}
+	}
+	out = append(out, s[start:])
+	for _, e := range out {
+		if strings.TrimSpace(e) == "" {
+			return nil, &ConfError{Value: s, Reason: "empty entry between commas"}
+		}
+	}
+	return out, nil
+}
+
+// confAllocator returns the value of conf's backend key ("" when absent).
+func confAllocator(conf string) (string, error) {
+	entries, err := SplitAllocConf(conf)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		if e.Key == "backend" {
+			return e.Value, nil
+		}
+	}
+	return "", nil
+}
+
+// allocConfFromEnv reads AllocConfEnv.
+func allocConfFromEnv() string { return os.Getenv(AllocConfEnv) }
