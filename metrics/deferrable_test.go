@@ -45,7 +45,7 @@ func TestDeferrableExposition(t *testing.T) {
 	}
 
 	var r metrics.Registry
-	if err := r.AddDeferrable("kv", m); err != nil {
+	if err := r.AddCollector("kv", m.Collector()); err != nil {
 		t.Fatal(err)
 	}
 	c, err := caching.New(g, caching.DefaultOptions())
@@ -111,8 +111,8 @@ func TestDeferrableExposition(t *testing.T) {
 			t.Errorf("sample in the wrong family: %s", series)
 		}
 	}
-	if len(e.order) != len(metrics.Names()) {
-		t.Errorf("%d families, Names lists %d", len(e.order), len(metrics.Names()))
+	if want := len(metrics.Names()) + len(m.Collector().Families()); len(e.order) != want {
+		t.Errorf("%d families, want the allocators' %d and the manager's %d", len(e.order), len(metrics.Names()), len(m.Collector().Families()))
 	}
 
 	const name = "gpumem_test_deferrable"
@@ -136,7 +136,7 @@ func TestDeferrableExposition(t *testing.T) {
 	}
 }
 
-func TestAddDeferrableErrors(t *testing.T) {
+func TestAddCollectorErrors(t *testing.T) {
 	g := newSim(t, 1)
 	m, err := deferrable.New(g, 0, deferrable.Options{})
 	if err != nil {
@@ -144,16 +144,15 @@ func TestAddDeferrableErrors(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = m.Close() })
 	var r metrics.Registry
-	var nilMgr *deferrable.Manager
 	for _, tc := range []struct {
 		name string
-		src  metrics.DeferrableSource
-	}{{"", m}, {"x", nil}, {"x", nilMgr}} {
-		if err := r.AddDeferrable(tc.name, tc.src); !errors.Is(err, gpumem.ErrInvalidValue) {
-			t.Errorf("AddDeferrable(%q, %v) = %v", tc.name, tc.src, err)
+		c    metrics.Collector
+	}{{"", m.Collector()}, {"x", nil}} {
+		if err := r.AddCollector(tc.name, tc.c); !errors.Is(err, gpumem.ErrInvalidValue) {
+			t.Errorf("AddCollector(%q, %v) = %v", tc.name, tc.c, err)
 		}
 	}
-	if err := r.AddDeferrable("x", m); err != nil {
+	if err := r.AddCollector("x", m.Collector()); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Add("x", metrics.SourceFunc(func(int) gpumem.MemoryStats { return gpumem.MemoryStats{} }), []int{0}); !errors.Is(err, gpumem.ErrInvalidValue) {

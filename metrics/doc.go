@@ -2,24 +2,28 @@
 // through expvar (and so at /debug/vars) and in the Prometheus text
 // exposition format, with nothing beyond the standard library.
 //
-// A Registry holds named sources, each an allocator (anything with
-// Stats(dev int) gpumem.MemoryStats: caching, asyncpool and managed all are)
-// watched on a list of devices, or a manager of deferrable buffers
-// (AddDeferrable):
+// A Registry holds named collectors (Collector): an allocator's statistics
+// (anything with Stats(dev int) gpumem.MemoryStats: every allocator and
+// adaptor is one) watched on a list of devices with Add, or any other
+// collector with AddCollector, such as a deferrable manager's. The package
+// imports no allocator: each brings its own collector.
 //
 //	var reg metrics.Registry
 //	_ = reg.Add("caching", cachingAllocator, []int{0, 1})
-//	_ = reg.AddDeferrable("kv", deferrableManager)
+//	_ = reg.AddCollector("kv", deferrableManager.Collector())
 //	_ = reg.Publish("gpumem")                // expvar: /debug/vars
 //	http.Handle("/metrics", reg.Handler())   // Prometheus scrape target
 //
-// Each read calls every source's Stats once per device, without the
-// registry's lock held; the output is consistent per source and device.
+// Each read calls every collector once (an allocator's Stats once per
+// device), without the registry's lock held; the output is consistent per
+// source and device. Gather returns the samples themselves, for exporters
+// other than WritePrometheus.
 //
 // # expvar
 //
-// Publish registers one expvar.Func whose JSON value is
-// {allocator: {device: MemoryStats}}, with MemoryStats in its JSON form
+// Publish registers one expvar.Func whose JSON value is each collector's
+// ExpvarValue under its name: for an allocator, {device: MemoryStats}, so
+// {allocator: {device: MemoryStats}} in all, with MemoryStats in its JSON form
 // (PyTorch's names: "allocated_bytes": [{"current", "peak", "allocated",
 // "freed"} for all, small, large], "num_ooms", ...). A fragmentation that is
 // not a finite number is shown as 0.
@@ -82,8 +86,9 @@
 //
 // # Deferrable memory
 //
-// AddDeferrable watches a deferrable.Manager (spillable buffers on one
-// device) under a name, labelled allocator and device like the allocators.
+// A deferrable.Manager (spillable buffers on one device) brings its own
+// collector (its Collector method), added with AddCollector under a name,
+// labelled allocator and device like the allocators.
 // Its expvar value is the manager's deferrable.Stats in its JSON form
 // ("device", "host", "disk", "device_to_host", ..., durations in
 // nanoseconds); its Prometheus families, each with deferrable's field first:
