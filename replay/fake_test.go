@@ -179,15 +179,12 @@ func (a *passAlloc) Close() error {
 	return errors.Join(errs...)
 }
 
-// resettingAlloc adds ResetPeakStats, so the timeline carries interval peaks.
-type resettingAlloc struct{ *passAlloc }
-
-func (a resettingAlloc) ResetPeakStats(dev int) {
+func (a *passAlloc) ResetPeakStats(dev int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for i := range a.stats.ReservedBytes {
-		a.stats.ReservedBytes[i].ResetPeak()
-		a.stats.AllocatedBytes[i].ResetPeak()
-		a.stats.RequestedBytes[i].ResetPeak()
-	}
+	a.stats.ResetPeaks()
 }
+
+func (a *passAlloc) EmptyCache() error                 { return nil }
+func (a *passAlloc) SetOOMHandler(gpumem.OOMHandler)   {}
+func (a *passAlloc) AddOOMObserver(gpumem.OOMObserver) {}

@@ -10,93 +10,20 @@
 // free's stream when that differs from the allocation's, then deallocating it
 // on the allocation's stream. Only the allocate/free loop is timed.
 //
-// Allocators register a factory by name (RegisterAllocator) so that tools can
-// offer every allocator linked into the program.
+// A replay drives any gpumem.Allocator (an allocator or a chain of
+// adaptors); allocators are found by name through gpumem's registry
+// (gpumem.NewNamedAllocator).
 package replay
 
 import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
-	"sync"
 	"time"
 
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/config"
 	"github.com/gpumem/gpumem/trace"
 )
-
-// Allocator is what a replay drives: an allocator of the project.
-type Allocator interface {
-	gpumem.Resource
-	gpumem.StreamRecorder
-	// Stats returns the allocator's statistics for device dev.
-	Stats(dev int) gpumem.MemoryStats
-	// Close releases everything the allocator holds.
-	Close() error
-}
-
-// peakResetter is implemented by allocators that can reset their peaks;
-// the replay then records the exact peak of every timeline interval.
-type peakResetter interface {
-	ResetPeakStats(dev int)
-}
-
-// setupper is implemented by allocators that set a device up lazily: the
-// replay sets it up before the timed loop, as the anchors set their pools
-// up before theirs.
-type setupper interface {
-	Setup(dev int) error
-}
-
-// Factory makes an allocator on a backend from a configuration.
-type Factory func(b gpumem.Backend, c config.Conf) (Allocator, error)
-
-var (
-	regMu    sync.Mutex
-	registry = map[string]Factory{}
-)
-
-// RegisterAllocator makes an allocator available by name ("caching",
-// "asyncpool", "managed"). Allocator wiring calls it from init; registering a
-// name again replaces the factory.
-func RegisterAllocator(name string, f Factory) {
-	regMu.Lock()
-	defer regMu.Unlock()
-	registry[name] = f
-}
-
-// Allocators lists the registered allocator names, sorted.
-func Allocators() []string {
-	regMu.Lock()
-	defer regMu.Unlock()
-	out := make([]string, 0, len(registry))
-	for n := range registry {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// NewAllocator makes the allocator registered under name. An unknown name is
-// an error matching gpumem.ErrInvalidValue that lists the known ones.
-func NewAllocator(name string, b gpumem.Backend, c config.Conf) (Allocator, error) {
-	regMu.Lock()
-	f, ok := registry[name]
-	regMu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("gpumem: replay: unknown allocator %q (available: %v): %w", name, Allocators(), gpumem.ErrInvalidValue)
-	}
-	a, err := f(b, c)
-	if err != nil {
-		return nil, fmt.Errorf("gpumem: replay: allocator %s: %w", name, err)
-	}
-	if a == nil {
-		return nil, fmt.Errorf("gpumem: replay: allocator %s: factory returned nothing: %w", name, gpumem.ErrInvalidValue)
-	}
-	return a, nil
-}
 
 // NumStreams is the number of streams a replay creates; a trace's stream s
 // runs on stream s % NumStreams, as in the GPU anchor.
@@ -152,8 +79,6 @@ type Result struct {
 
 	// Timeline is the sampled memory use over the replay (not in JSON).
 	Timeline []Point `json:"-"`
-	// TimelineExact says that each point carries its interval's peaks.
-	TimelineExact bool `json:"-"`
 }
 
 // step is one event with its allocation slot resolved.
@@ -170,7 +95,7 @@ type step struct {
 // skipped, and its free ignored; any other failure stops the replay with an
 // error naming the event. When b is a *Profiler (the one alloc was built
 // over), Result.Profile holds the backend calls of the timed loop.
-func Run(b gpumem.Backend, tr *trace.Trace, alloc Allocator, opts Options) (res Result, err error) {
+func Run(b gpumem.Backend, tr *trace.Trace, alloc gpumem.Allocator, opts Options) (res Result, err error) {
 	if b == nil || tr == nil || alloc == nil {
 		return Result{}, fmt.Errorf("gpumem: replay: nil backend, trace or allocator: %w", gpumem.ErrInvalidValue)
 	}
@@ -233,16 +158,10 @@ func Run(b gpumem.Backend, tr *trace.Trace, alloc Allocator, opts Options) (res 
 			every = 1
 		}
 	}
-	if su, ok := alloc.(setupper); ok {
-		if err := su.Setup(dev); err != nil {
-			return res, fmt.Errorf("gpumem: replay: setting device %d up: %w", dev, err)
-		}
+	if err := gpumem.SetupOf(alloc, dev); err != nil {
+		return res, fmt.Errorf("gpumem: replay: setting device %d up: %w", dev, err)
 	}
-	resetter, exact := alloc.(peakResetter)
-	res.TimelineExact = exact
-	if exact {
-		resetter.ResetPeakStats(dev)
-	}
+	alloc.ResetPeakStats(dev)
 	ptrs := make([]gpumem.Ptr, slots)
 	owner := make([]uint8, slots)
 	sizes := make([]uint64, slots)
@@ -253,14 +172,9 @@ func Run(b gpumem.Backend, tr *trace.Trace, alloc Allocator, opts Options) (res 
 		t0 := time.Now()
 		st := alloc.Stats(dev)
 		p := Point{Event: i, Requested: bucketReq}
-		if exact {
-			p.Allocated = uint64(max(st.AllocatedBytes[gpumem.StatAll].Peak, 0))
-			p.Reserved = uint64(max(st.ReservedBytes[gpumem.StatAll].Peak, 0))
-			resetter.ResetPeakStats(dev)
-		} else {
-			p.Allocated = uint64(max(st.AllocatedBytes[gpumem.StatAll].Current, 0))
-			p.Reserved = uint64(max(st.ReservedBytes[gpumem.StatAll].Current, 0))
-		}
+		p.Allocated = uint64(max(st.AllocatedBytes[gpumem.StatAll].Peak, 0))
+		p.Reserved = uint64(max(st.ReservedBytes[gpumem.StatAll].Peak, 0))
+		alloc.ResetPeakStats(dev)
 		peakRes = max(peakRes, p.Reserved)
 		peakAlloc = max(peakAlloc, p.Allocated)
 		if maxPoints > 0 {

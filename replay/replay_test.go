@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/config"
 	"github.com/gpumem/gpumem/trace"
 )
 
@@ -34,9 +33,8 @@ f 3 1
 `
 
 func TestRunPeaksAndCounts(t *testing.T) {
-	for name, mk := range map[string]func(g *fakeGPU) Allocator{
-		"sampled": func(g *fakeGPU) Allocator { return newPassAlloc(g) },
-		"exact":   func(g *fakeGPU) Allocator { return resettingAlloc{newPassAlloc(g)} },
+	for name, mk := range map[string]func(g *fakeGPU) gpumem.Allocator{
+		"pass": func(g *fakeGPU) gpumem.Allocator { return newPassAlloc(g) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := newFakeGPU(1 << 30)
@@ -62,9 +60,6 @@ func TestRunPeaksAndCounts(t *testing.T) {
 			// Close released the live allocation, and the streams are gone.
 			if len(g.live) != 0 || len(g.streams) != 0 {
 				t.Fatalf("left %d allocations and %d streams", len(g.live), len(g.streams))
-			}
-			if res.TimelineExact != (name == "exact") {
-				t.Fatalf("TimelineExact = %v", res.TimelineExact)
 			}
 			last := res.Timeline[len(res.Timeline)-1]
 			if res.Timeline[0].Event != 0 || last.Event != 9 {
@@ -171,7 +166,7 @@ func TestTimelineBound(t *testing.T) {
 	tr := mustTrace(t, b.String())
 	for _, n := range []int{0, 100, 2, -1} {
 		g := newFakeGPU(1 << 40)
-		res, err := Run(g, tr, resettingAlloc{newPassAlloc(g)}, Options{TimelinePoints: n})
+		res, err := Run(g, tr, newPassAlloc(g), Options{TimelinePoints: n})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,33 +207,6 @@ func itoa(i int) string {
 	}
 }
 
-func TestRegistry(t *testing.T) {
-	RegisterAllocator("test-pass", func(b gpumem.Backend, c config.Conf) (Allocator, error) {
-		if c.Backend == "managed" {
-			return nil, gpumem.ErrNotSupported
-		}
-		return newPassAlloc(b), nil
-	})
-	found := false
-	for _, n := range Allocators() {
-		found = found || n == "test-pass"
-	}
-	if !found {
-		t.Fatalf("Allocators() = %v", Allocators())
-	}
-	g := newFakeGPU(1 << 20)
-	if _, err := NewAllocator("test-pass", g, config.Conf{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := NewAllocator("test-pass", g, config.Conf{Backend: "managed"}); !errors.Is(err, gpumem.ErrNotSupported) {
-		t.Fatalf("factory error not wrapped: %v", err)
-	}
-	_, err := NewAllocator("nope", g, config.Conf{})
-	if !errors.Is(err, gpumem.ErrInvalidValue) || !strings.Contains(err.Error(), "test-pass") {
-		t.Fatalf("unknown allocator: %v", err)
-	}
-}
-
 // The shared gpt2 trace through the pass-through allocator: peak reserved is
 // the README's floor, to the byte.
 func TestSharedTraceFloor(t *testing.T) {
@@ -251,7 +219,7 @@ func TestSharedTraceFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := newFakeGPU(140 << 30)
-	res, err := Run(g, tr, resettingAlloc{newPassAlloc(g)}, Options{})
+	res, err := Run(g, tr, newPassAlloc(g), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,20 +4,18 @@ import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/asyncpool"
 	"github.com/gpumem/gpumem/config"
-	"github.com/gpumem/gpumem/replay"
 )
 
-// The stream-ordered pool allocator, for replay.
 func init() {
-	replay.RegisterAllocator(config.BackendAsyncPool, func(b gpumem.Backend, c config.Conf) (replay.Allocator, error) {
+	gpumem.RegisterAllocator(gpumem.AllocatorInfo{Name: config.BackendAsyncPool, New: func(b gpumem.Backend, conf string) (gpumem.Allocator, error) {
+		c, err := config.Parse(conf)
+		if err != nil {
+			return nil, err
+		}
 		o, err := asyncpool.OptionsFromConf(c)
 		if err != nil {
 			return nil, err
 		}
-		a, err := asyncpool.New(b, o)
-		if err != nil {
-			return nil, err
-		}
-		return a, nil
-	})
+		return asyncpool.New(b, o)
+	}})
 }

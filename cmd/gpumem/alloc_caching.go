@@ -4,20 +4,18 @@ import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/caching"
 	"github.com/gpumem/gpumem/config"
-	"github.com/gpumem/gpumem/replay"
 )
 
-// The caching allocator (PyTorch's semantics), for replay.
 func init() {
-	replay.RegisterAllocator(config.BackendCaching, func(b gpumem.Backend, c config.Conf) (replay.Allocator, error) {
+	gpumem.RegisterAllocator(gpumem.AllocatorInfo{Name: config.BackendCaching, New: func(b gpumem.Backend, conf string) (gpumem.Allocator, error) {
+		c, err := config.Parse(conf)
+		if err != nil {
+			return nil, err
+		}
 		o, err := caching.OptionsFromConf(c)
 		if err != nil {
 			return nil, err
 		}
-		a, err := caching.New(b, o)
-		if err != nil {
-			return nil, err
-		}
-		return a, nil
-	})
+		return caching.New(b, o)
+	}})
 }

@@ -6,8 +6,6 @@ import (
 	"sync"
 
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/config"
-	"github.com/gpumem/gpumem/replay"
 )
 
 // fakeGPU is the part of a backend that info and replay use, for tests that
@@ -142,8 +140,17 @@ func (a *passAlloc) Close() error {
 	return errors.Join(errs...)
 }
 
+func (a *passAlloc) ResetPeakStats(dev int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stats.ResetPeaks()
+}
+func (a *passAlloc) EmptyCache() error                 { return nil }
+func (a *passAlloc) SetOOMHandler(gpumem.OOMHandler)   {}
+func (a *passAlloc) AddOOMObserver(gpumem.OOMObserver) {}
+
 func init() {
-	replay.RegisterAllocator("test-pass", func(b gpumem.Backend, c config.Conf) (replay.Allocator, error) {
+	gpumem.RegisterAllocator(gpumem.AllocatorInfo{Name: "test-pass", New: func(b gpumem.Backend, conf string) (gpumem.Allocator, error) {
 		return &passAlloc{b: b, live: map[gpumem.Ptr]uint64{}}, nil
-	})
+	}})
 }

@@ -38,7 +38,6 @@ type chartView struct {
 	Result   replay.Result
 	ConfText string
 	SVG      template.HTML
-	Exact    bool
 	Every    int
 }
 
@@ -87,7 +86,7 @@ Overhead: peak reserved / floor. ns/pair: host time per allocation and free.</p>
 <div class="chart">{{.SVG}}<p class="readout">Hover over the chart to read the values at an event.</p>
 <script type="application/json" class="points">{{.Points}}</script></div>
 <p class="note">Peak reserved {{gib .Result.PeakReserved}}, floor {{gib .Result.PeakRequested}}, overhead {{f3 .Result.Overhead}}, {{.Result.DeviceAllocs}} device allocations, {{.Result.DeviceFrees}} device frees, {{.Result.OOMs}} OOMs, {{.Result.AllocRetries}} retries, {{f0 .Result.NsPerPair}} ns/pair{{if .Result.Device}}, device {{.Result.Device}}{{end}}.
-{{if eq .Result.Backend "sim"}}<b>Simulated device</b>: memory figures follow the allocator's rules exactly, host times are not a GPU's. {{end}}{{if .Exact}}Each point is the highest value within its interval of {{.Every}} events, so the curves reach the exact peaks.{{else}}Points are sampled every {{.Every}} events; the peaks in the table are exact.{{end}}</p>
+{{if eq .Result.Backend "sim"}}<b>Simulated device</b>: memory figures follow the allocator's rules exactly, host times are not a GPU's. {{end}}Each point is the highest value within its interval of {{.Every}} events, so the curves reach the exact peaks.</p>
 {{end}}
 <script>
 (function(){
@@ -138,7 +137,7 @@ func writeHTML(path string, results []replay.Result) error {
 			ID:     fmt.Sprintf("chart%d", len(page.Charts)+1),
 			Title:  fmt.Sprintf("%s through %s on %s, conf %s", r.Trace, r.Allocator, r.Backend, orDefaults(r.Conf)),
 			Points: template.JS(pts.String()),
-			Result: r, SVG: template.HTML(chartSVG(r)), Exact: r.TimelineExact, Every: every,
+			Result: r, SVG: template.HTML(chartSVG(r)), Every: every,
 		})
 	}
 	page.Title = fmt.Sprintf("%s: %s through %s on %s", replayPageTitle,

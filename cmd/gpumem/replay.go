@@ -71,8 +71,13 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	}
 
 	// Which allocators: --allocator, else the conf's backend key, else every
-	// one linked in (skipping those the conf does not apply to).
-	available := replay.Allocators()
+	// one linked in (skipping those that are off unless named, and those the
+	// conf does not apply to).
+	registered := gpumem.Allocators()
+	available := make([]string, len(registered))
+	for i, info := range registered {
+		available[i] = info.Name
+	}
 	names := available
 	every := *allocator == "" && conf.Backend == ""
 	switch {
@@ -88,6 +93,19 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 		if !slices.Contains(available, n) {
 			return fail(stderr, replayUsage, usagef("unknown allocator %q (available: %v)", n, available))
 		}
+	}
+	if every {
+		var on []string
+		for _, info := range registered {
+			if info.Enabled != nil {
+				if ok, why := info.Enabled(); !ok {
+					fmt.Fprintf(stderr, "gpumem: skipping %s: %s\n", info.Name, why)
+					continue
+				}
+			}
+			on = append(on, info.Name)
+		}
+		names = on
 	}
 
 	// The traces, read before any device is touched.
@@ -115,12 +133,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	failed := false
 	for _, tr := range traces {
 		for _, name := range names {
-			// An allocator chosen by name sees its name as the backend key.
-			fconf := conf
-			if !every {
-				fconf.Backend = name
-			}
-			a, err := replay.NewAllocator(name, rb, fconf)
+			a, err := gpumem.NewNamedAllocator(rb, name, conf.String())
 			if err != nil {
 				if every && len(names) > 1 && (errors.Is(err, gpumem.ErrInvalidValue) || errors.Is(err, gpumem.ErrNotSupported)) {
 					fmt.Fprintf(stderr, "gpumem: skipping %s: %v\n", name, trimPrefix(err))
