@@ -203,9 +203,7 @@ func parseSample(line string) (string, float64, error) {
 			}
 			first = false
 			fmt.Fprintf(&sb, "%s=%q", ln, v.String())
-			if strings.HasPrefix(rest, ",") {
-				rest = rest[1:]
-			}
+			rest = strings.TrimPrefix(rest, ",")
 		}
 		sb.WriteByte('}')
 	}

@@ -145,10 +145,6 @@ func (e *Error) Unwrap() error {
 	return ErrMalformed
 }
 
-type markT struct{}
-
-var mark = markT{}
-
 type decoder struct {
 	r     *bufio.Reader
 	off   int64
@@ -470,8 +466,6 @@ func typeName(v any) string {
 		return "dict"
 	case Tuple:
 		return "tuple"
-	case markT:
-		return "MARK"
 	}
 	return fmt.Sprintf("%T", v)
 }
