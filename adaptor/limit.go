@@ -101,7 +101,7 @@ func NewLimitFraction(up gpumem.Allocator, b gpumem.Backend, fraction float64) (
 }
 
 // Cap returns the limit of device dev in bytes (0 for a device a fractional
-// Limit does not know).
+// Limit does not know: allocating on it fails with ErrInvalidValue).
 func (l *Limit) Cap(dev int) uint64 {
 	if l.fractional {
 		return l.caps[dev]
@@ -142,10 +142,13 @@ func (l *Limit) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 		return 0, l.errZero()
 	}
 	limit := l.Cap(s.Device)
+	if limit == 0 {
+		return 0, fmt.Errorf("gpumem: adaptor.Limit: device %d: no such device: %w", s.Device, gpumem.ErrInvalidValue)
+	}
 	for attempt := 0; ; attempt++ {
 		l.mu.Lock()
 		d := l.deviceLocked(s.Device)
-		if limit > 0 && size <= limit && d.used <= limit-size {
+		if size <= limit && d.used <= limit-size {
 			d.used += size
 			l.mu.Unlock()
 			break

@@ -29,6 +29,10 @@
 // observers (told once per failure), use from many goroutines (run the
 // suite with -race) with a check that live allocations never overlap, and
 // Close releasing live allocations.
+//
+// An allocator known to break a rule of the contract lists it in
+// Options.Known (see Difference): the check is then logged, not failed,
+// until the allocator is fixed, when the suite fails until the mark goes.
 package allocatortest
 
 import (
