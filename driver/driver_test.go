@@ -8,7 +8,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/dl"
-	"github.com/gpumem/gpumem/internal/vendor"
+	"github.com/gpumem/gpumem/internal/native"
 )
 
 func TestOpenMissingRequiredSymbolNamesIt(t *testing.T) {
@@ -184,7 +184,7 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 		t.Skip("libc has no sched_yield: ", err)
 	}
 	fns := fakeFunctions()
-	load := func(...string) (vendor.Library, error) {
+	load := func(...string) (native.Library, error) {
 		l := &fakeLib{syms: map[string]uintptr{}}
 		for k, v := range fns {
 			l.syms[k] = v
@@ -199,7 +199,7 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := be.(*vendor.Backend)
+	b := be.(*native.Backend)
 	defer b.Close()
 	s := gpumem.Stream{Handle: 3, Device: 1}
 	pool := gpumem.MemPool{Handle: 7, Device: 1}

@@ -2,11 +2,11 @@ package driver
 
 import (
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/internal/vendor"
+	"github.com/gpumem/gpumem/internal/native"
 )
 
 // sentinel maps a CUresult (cuda.h) to the gpumem sentinel it means.
-var sentinel = vendor.Sentinels([]vendor.Codes{
+var sentinel = native.Sentinels([]native.Codes{
 	{Lo: 1, Names: "CUDA_ERROR_INVALID_VALUE", Err: gpumem.ErrInvalidValue},
 	{Lo: 2, Names: "CUDA_ERROR_OUT_OF_MEMORY", Err: gpumem.ErrOutOfMemory},
 	{Lo: 100, Names: "CUDA_ERROR_NO_DEVICE", Err: gpumem.ErrNoDevice},

@@ -2,16 +2,16 @@ package hip
 
 import (
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/internal/vendor"
+	"github.com/gpumem/gpumem/internal/native"
 )
 
 // sentinel maps a hipError_t (hip_runtime_api.h) to the gpumem sentinel
 // it means.
-var sentinel = vendor.Sentinels(sentinelCodes)
+var sentinel = native.Sentinels(sentinelCodes)
 
 // sentinelCodes is sentinel's table, with the header's names (checked
 // against hip_runtime_api.h in tests).
-var sentinelCodes = []vendor.Codes{
+var sentinelCodes = []native.Codes{
 	{Lo: 1, Names: "hipErrorInvalidValue", Err: gpumem.ErrInvalidValue},
 	{Lo: 2, Names: "hipErrorOutOfMemory", Err: gpumem.ErrOutOfMemory},
 	{Lo: 17, Names: "hipErrorInvalidDevicePointer", Err: gpumem.ErrInvalidValue},

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/internal/vendor"
+	"github.com/gpumem/gpumem/internal/native"
 )
 
 // TestEnumsAgainstHeaders compiles a small C program against the HIP headers
@@ -43,18 +43,18 @@ func TestEnumsAgainstHeaders(t *testing.T) {
 		}
 	}
 	for code, name := range map[int]string{
-		vendor.StatusNotReady: "hipErrorNotReady", vendor.StatusPeerAlreadyEnabled: "hipErrorPeerAccessAlreadyEnabled",
-		vendor.StatusNotInitialized: "hipErrorNotInitialized", vendor.StatusDeinitialized: "hipErrorDeinitialized",
+		native.StatusNotReady: "hipErrorNotReady", native.StatusPeerAlreadyEnabled: "hipErrorPeerAccessAlreadyEnabled",
+		native.StatusNotInitialized: "hipErrorNotInitialized", native.StatusDeinitialized: "hipErrorDeinitialized",
 	} {
 		want[name] = int64(code)
 	}
 	for name, v := range map[string]int64{
-		"hipMemLocationTypeDevice": vendor.LocationTypeDevice, "hipMemAllocationTypePinned": vendor.AllocationTypePinned,
-		"hipMemAccessFlagsProtNone": vendor.AccessNone, "hipMemAccessFlagsProtRead": vendor.AccessRead,
-		"hipMemAccessFlagsProtReadWrite": vendor.AccessReadWrite, "hipCpuDeviceId": vendor.DeviceCPU,
-		"hipInvalidDeviceId": vendor.DeviceInvalid, "hipMemRangeAttributePreferredLocation": vendor.RangePreferredLocation,
-		"hipMemRangeAttributeLastPrefetchLocation": vendor.RangeLastPrefetch, "hipMemcpyDefault": vendor.MemcpyDefault,
-		"hipHostMallocPortable": vendor.HostAllocPortable, "hipMemAttachGlobal": vendor.MemAttachGlobal,
+		"hipMemLocationTypeDevice": native.LocationTypeDevice, "hipMemAllocationTypePinned": native.AllocationTypePinned,
+		"hipMemAccessFlagsProtNone": native.AccessNone, "hipMemAccessFlagsProtRead": native.AccessRead,
+		"hipMemAccessFlagsProtReadWrite": native.AccessReadWrite, "hipCpuDeviceId": native.DeviceCPU,
+		"hipInvalidDeviceId": native.DeviceInvalid, "hipMemRangeAttributePreferredLocation": native.RangePreferredLocation,
+		"hipMemRangeAttributeLastPrefetchLocation": native.RangeLastPrefetch, "hipMemcpyDefault": native.MemcpyDefault,
+		"hipHostMallocPortable": native.HostAllocPortable, "hipMemAttachGlobal": native.MemAttachGlobal,
 		"hipMemAllocationGranularityMinimum": 0, "hipMemAllocationGranularityRecommended": 1,
 		"hipStreamCaptureModeGlobal": int64(gpumem.CaptureModeGlobal), "hipStreamCaptureModeThreadLocal": int64(gpumem.CaptureModeThreadLocal),
 		"hipStreamCaptureModeRelaxed": int64(gpumem.CaptureModeRelaxed), "hipStreamCaptureStatusNone": int64(gpumem.CaptureNone),
@@ -65,8 +65,8 @@ func TestEnumsAgainstHeaders(t *testing.T) {
 		"hipMemPoolAttrUsedMemCurrent": 7, "hipMemPoolAttrUsedMemHigh": 8,
 		"hipStreamNonBlocking": int64(gpumem.StreamNonBlocking), "hipEventBlockingSync": int64(gpumem.EventBlockingSync),
 		"hipEventDisableTiming":   int64(gpumem.EventDisableTiming),
-		"sizeof(hipMemPoolProps)": vendor.PoolPropsSize, "offsetof(hipMemPoolProps, location)": 8,
-		"sizeof(hipMemAllocationProp)": vendor.AllocPropSize, "sizeof(hipMemAccessDesc)": vendor.AccessDescSize,
+		"sizeof(hipMemPoolProps)": native.PoolPropsSize, "offsetof(hipMemPoolProps, location)": 8,
+		"sizeof(hipMemAllocationProp)": native.AllocPropSize, "sizeof(hipMemAccessDesc)": native.AccessDescSize,
 		"offsetof(hipMemAccessDesc, flags)": 8, "sizeof(hipMemLocation)": 8,
 	} {
 		want[name] = v

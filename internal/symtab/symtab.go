@@ -1,7 +1,7 @@
 // Package symtab is the symbol table of the vendor backends, as data: one row
 // per operation with its CUDA driver symbol and its HIP runtime symbol, in the
 // manner of hipify's tables. The CUDA and HIP backends share one
-// implementation (internal/vendor) and differ only in the column of this table
+// implementation (internal/native) and differ only in the column of this table
 // they read and in their translation of enums, structs and error codes.
 //
 // # Columns

@@ -1,4 +1,4 @@
-package vendor
+package native
 
 // Codes maps status codes to gpumem sentinels: a Dialect's Sentinel is a
 // table of these, and the two vendors differ only in the table.

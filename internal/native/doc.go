@@ -1,4 +1,4 @@
-// Package vendor is the one implementation of gpumem.Backend that the CUDA
+// Package native is the one implementation of gpumem.Backend that the CUDA
 // driver backend (driver/) and the HIP runtime backend (hip/) share. A
 // backend is this code plus a Dialect: the vendor's column of the symbol
 // table (internal/symtab) and its translation of enums, device attributes,
@@ -41,4 +41,4 @@
 // A non-zero status becomes a *gpumem.Error with the backend, the symbol, the
 // code, the library's own name for the code (cuGetErrorName, hipGetErrorName;
 // cached per code) and the sentinel the dialect maps the code to.
-package vendor
+package native

@@ -1,4 +1,4 @@
-package vendor
+package native
 
 import (
 	"github.com/gpumem/gpumem"
