@@ -186,23 +186,23 @@ func refine(b *native.Backend) {
 	}
 	pfn := new(uintptr)
 	status := new(int32)
-	for i := range symtab.Rows {
-		row := &symtab.Rows[i]
-		if row.CUDA == "" || row.ID == symtab.GetProcAddress || row.ID == symtab.GetProcAddressV1 {
+	for i := range symtab.Driver.Rows {
+		row := &symtab.Driver.Rows[i]
+		if row.Symbol[symtab.CUDA] == "" || row.ID == symtab.GetProcAddress || row.ID == symtab.GetProcAddressV1 {
 			continue
 		}
-		if row.CUDAVersion > b.DriverVersion {
+		if row.ABI[symtab.CUDA] > b.DriverVersion {
 			continue
 		}
-		name := append([]byte(row.CUDABase()), 0)
+		name := append([]byte(row.Base(symtab.CUDA)), 0)
 		*pfn, *status = 0, 0
 		var r uintptr
 		if v2 != 0 {
 			r = ccall.Call5(v2, uintptr(unsafe.Pointer(&name[0])), uintptr(unsafe.Pointer(pfn)),
-				uintptr(row.CUDAVersion), procLegacyStream, uintptr(unsafe.Pointer(status)))
+				uintptr(row.ABI[symtab.CUDA]), procLegacyStream, uintptr(unsafe.Pointer(status)))
 		} else {
 			r = ccall.Call4(v1, uintptr(unsafe.Pointer(&name[0])), uintptr(unsafe.Pointer(pfn)),
-				uintptr(row.CUDAVersion), procLegacyStream)
+				uintptr(row.ABI[symtab.CUDA]), procLegacyStream)
 		}
 		runtime.KeepAlive(name)
 		if int32(r) == 0 && *status == procSuccess && *pfn != 0 {

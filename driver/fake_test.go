@@ -95,10 +95,10 @@ func fakeFunctions() map[string]uintptr {
 			"cuMemAdvise_v2":        cb(func(p, n, adv, loc uintptr) uintptr { fakeLoc.Store(uint64(loc)); return 0 }),
 			"cuCtxEnablePeerAccess": cb(func(ctx, flags uintptr) uintptr { return 704 }),
 		}
-		for _, r := range symtab.Rows {
-			if r.CUDA != "" && r.RequiredCUDA {
-				if _, done := fakeFns[r.CUDA]; !done {
-					fakeFns[r.CUDA] = ok
+		for _, r := range symtab.Driver.Rows {
+			if s := r.Symbol[symtab.CUDA]; s != "" && r.Required[symtab.CUDA] {
+				if _, done := fakeFns[s]; !done {
+					fakeFns[s] = ok
 				}
 			}
 		}

@@ -37,7 +37,7 @@ func (b *Backend) Status(op symtab.Op, code uintptr) error {
 	if int32(code) == 0 {
 		return nil
 	}
-	return b.errorFor(symtab.Rows[op].Symbol(b.d.Vendor), int(int32(code)))
+	return b.errorFor(symtab.Driver.Rows[op].Symbol[b.d.Vendor], int(int32(code)))
 }
 
 func (b *Backend) errorFor(sym string, code int) error {
@@ -97,7 +97,7 @@ func (b *Backend) notSupported(op symtab.Op) error {
 	if b.missing[op] != nil {
 		reason = b.missing[op].Error()
 	}
-	return &gpumem.NotSupportedError{Backend: b.d.Name, Op: symtab.Rows[op].Op, Reason: reason}
+	return &gpumem.NotSupportedError{Backend: b.d.Name, Op: symtab.Driver.Rows[op].Op, Reason: reason}
 }
 
 func (b *Backend) closedErr() error {

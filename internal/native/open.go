@@ -25,14 +25,14 @@ func Open(d *Dialect, load Loader, path string) (*Backend, error) {
 		return nil, err
 	}
 	var missing []string
-	for i := range symtab.Rows {
-		r := &symtab.Rows[i]
-		if r.Required(d.Vendor) && b.fns[i] == 0 {
-			missing = append(missing, r.Symbol(d.Vendor))
+	for i := range symtab.Driver.Rows {
+		r := &symtab.Driver.Rows[i]
+		if r.Required[d.Vendor] && b.fns[i] == 0 {
+			missing = append(missing, r.Symbol[d.Vendor])
 		}
 	}
 	if len(missing) > 0 {
-		return nil, &MissingError{Backend: d.Name, Library: b.lib.Path(), Symbols: missing}
+		return nil, &gpumem.MissingSymbolsError{Backend: d.Name, Library: b.lib.Path(), Symbols: missing}
 	}
 	if err := d.Start(b); err != nil {
 		return nil, fmt.Errorf("%w (library %s)", err, b.lib.Path())
@@ -56,14 +56,14 @@ func Load(d *Dialect, load Loader, path string) (*Backend, error) {
 		return nil, fmt.Errorf("gpumem: %s: %w", d.Name, err)
 	}
 	b := &Backend{d: d, lib: lib}
-	for i := range symtab.Rows {
+	for i := range symtab.Driver.Rows {
 		b.resolveDL(symtab.Op(i))
 	}
 	return b, nil
 }
 
 func (b *Backend) resolveDL(op symtab.Op) {
-	name := symtab.Rows[op].Symbol(b.d.Vendor)
+	name := symtab.Driver.Rows[op].Symbol[b.d.Vendor]
 	if name == "" {
 		b.fns[op] = 0
 		b.missing[op] = fmt.Errorf("the %s API has no such operation", b.d.Name)
@@ -77,18 +77,3 @@ func (b *Backend) resolveDL(op symtab.Op) {
 	}
 	b.fns[op], b.missing[op] = addr, nil
 }
-
-// MissingError reports required symbols a library lacks.
-type MissingError struct {
-	Backend string
-	Library string
-	Symbols []string
-}
-
-// Error names every missing symbol.
-func (e *MissingError) Error() string {
-	return fmt.Sprintf("gpumem: %s: %s lacks required symbols %v", e.Backend, e.Library, e.Symbols)
-}
-
-// Is matches gpumem.ErrNotSupported.
-func (e *MissingError) Is(target error) bool { return target == gpumem.ErrNotSupported }
