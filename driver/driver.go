@@ -39,7 +39,14 @@ import (
 )
 
 func init() {
-	gpumem.Register("cuda", Open)
+	gpumem.Register(gpumem.Registration{
+		Name:          "cuda",
+		LibraryEnv:    "GPUMEM_CUDA_LIBRARY",
+		AutoOrder:     1,
+		Open:          Open,
+		Symbols:       Symbols,
+		FormatVersion: FormatVersion,
+	})
 }
 
 // Open loads the CUDA driver (library, or libcuda.so.1 and its other

@@ -36,7 +36,19 @@ import (
 )
 
 func init() {
-	gpumem.Register("hip", Open)
+	gpumem.Register(gpumem.Registration{
+		Name:       "hip",
+		LibraryEnv: "GPUMEM_HIP_LIBRARY",
+		AutoOrder:  2,
+		Open:       Open,
+		Symbols:    Symbols,
+		FormatVersion: func(v int) string {
+			if v < 10000000 {
+				return "" // not major*10^7 + minor*10^5 + patch
+			}
+			return FormatVersion(v)
+		},
+	})
 }
 
 // Open loads the HIP runtime (library, or the candidate names when library

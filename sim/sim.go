@@ -227,29 +227,37 @@ func NewDefault() *GPU {
 func pow2(x uint64) bool { return x != 0 && x&(x-1) == 0 }
 
 func init() {
-	gpumem.Register("sim", func(library string) (gpumem.Backend, error) {
-		n := 1
-		if s := strings.TrimSpace(os.Getenv("GPUMEM_SIM_DEVICES")); s != "" {
-			v, err := strconv.Atoi(s)
-			if err != nil || v < 1 || v > MaxDevices {
-				return nil, fmt.Errorf("sim: GPUMEM_SIM_DEVICES=%q: want a device count from 1 to 64: %w", s, gpumem.ErrInvalidValue)
-			}
-			n = v
+	gpumem.Register(gpumem.Registration{Name: "sim", Open: openFromEnv, FormatVersion: formatVersion})
+}
+
+// formatVersion formats a version in CUDA's numbering, which the simulator
+// reports (12020 is "12.2").
+func formatVersion(v int) string { return fmt.Sprintf("%d.%d", v/1000, v%1000/10) }
+
+// openFromEnv is gpumem.Open's way into the simulator: the machine
+// GPUMEM_SIM_DEVICES and GPUMEM_SIM_CAPACITY describe.
+func openFromEnv(_ string) (gpumem.Backend, error) {
+	n := 1
+	if s := strings.TrimSpace(os.Getenv("GPUMEM_SIM_DEVICES")); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 || v > MaxDevices {
+			return nil, fmt.Errorf("sim: GPUMEM_SIM_DEVICES=%q: want a device count from 1 to 64: %w", s, gpumem.ErrInvalidValue)
 		}
-		var capacity uint64
-		if s := strings.TrimSpace(os.Getenv("GPUMEM_SIM_CAPACITY")); s != "" {
-			v, err := strconv.ParseUint(s, 10, 64)
-			if err != nil || v == 0 {
-				return nil, fmt.Errorf("sim: GPUMEM_SIM_CAPACITY=%q: want a byte count: %w", s, gpumem.ErrInvalidValue)
-			}
-			capacity = v
+		n = v
+	}
+	var capacity uint64
+	if s := strings.TrimSpace(os.Getenv("GPUMEM_SIM_CAPACITY")); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || v == 0 {
+			return nil, fmt.Errorf("sim: GPUMEM_SIM_CAPACITY=%q: want a byte count: %w", s, gpumem.ErrInvalidValue)
 		}
-		cfg := Config{Devices: make([]DeviceConfig, n)}
-		for i := range cfg.Devices {
-			cfg.Devices[i].Capacity = capacity
-		}
-		return New(cfg)
-	})
+		capacity = v
+	}
+	cfg := Config{Devices: make([]DeviceConfig, n)}
+	for i := range cfg.Devices {
+		cfg.Devices[i].Capacity = capacity
+	}
+	return New(cfg)
 }
 
 // enter counts a call of m and reports ErrClosed or an injected fault.
