@@ -97,7 +97,6 @@ var dialect = native.Dialect{
 	Stop:           stop,
 	Refine:         refine,
 	ErrorName:      errorName,
-	Sentinel:       sentinel,
 	Attribute:      attribute,
 	Advice:         advice,
 	WriteAllocProp: writeAllocProp,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/native"
+	"github.com/gpumem/gpumem/internal/symtab"
 )
 
 // TestEnumsAgainstHeaders compiles a small C program against the HIP headers
@@ -35,12 +36,8 @@ func TestEnumsAgainstHeaders(t *testing.T) {
 	for a, v := range advices {
 		want[adviceHeaderName[a]] = int64(v)
 	}
-	for _, c := range sentinelCodes {
-		names := strings.Fields(c.Names)
-		want[names[0]] = int64(c.Lo)
-		if c.Hi != 0 {
-			want[names[1]] = int64(c.Hi)
-		}
+	for _, s := range symtab.Statuses[symtab.HIP].Statuses {
+		want[s.Name] = int64(s.Code)
 	}
 	for code, name := range map[int]string{
 		native.StatusNotReady: "hipErrorNotReady", native.StatusPeerAlreadyEnabled: "hipErrorPeerAccessAlreadyEnabled",
@@ -176,7 +173,7 @@ func TestSentinels(t *testing.T) {
 	for code, want := range map[int]error{2: gpumem.ErrOutOfMemory, 100: gpumem.ErrNoDevice, 801: gpumem.ErrNotSupported,
 		1: gpumem.ErrInvalidValue, 400: gpumem.ErrInvalidValue, 101: gpumem.ErrInvalidValue, 999: nil,
 		900: gpumem.ErrInvalidValue, 901: gpumem.ErrInvalidValue, 908: gpumem.ErrInvalidValue, 909: nil} {
-		if got := sentinel(code); got != want {
+		if got := symtab.Statuses[symtab.HIP].Sentinel(code, false); got != want {
 			t.Errorf("sentinel(%d) = %v, want %v", code, got, want)
 		}
 	}

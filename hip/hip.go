@@ -99,7 +99,6 @@ var dialect = native.Dialect{
 	Candidates:     dl.HIPCandidates,
 	Start:          start,
 	ErrorName:      errorName,
-	Sentinel:       sentinel,
 	Attribute:      attribute,
 	Advice:         advice,
 	MemcpyKind:     true,

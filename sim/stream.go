@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/symtab"
 )
 
 // This file is the execution engine. Every stream has a FIFO queue of ops
@@ -36,7 +37,7 @@ const (
 
 type op struct {
 	kind      opKind
-	m         method
+	m         symtab.Op
 	dst, src  uint64
 	size      uint64
 	val       byte
@@ -139,31 +140,31 @@ func (g *GPU) ClearViolations() {
 }
 
 func (g *GPU) violate(st *stream, o *op, a, size uint64, format string, args ...any) {
-	g.violations = append(g.violations, Violation{Op: methodInfo[o.m].name, Stream: st.handle(), Addr: gpumem.Ptr(a), Size: size, What: fmt.Sprintf(format, args...)})
+	g.violations = append(g.violations, Violation{Op: opName(o.m), Stream: st.handle(), Addr: gpumem.Ptr(a), Size: size, What: fmt.Sprintf(format, args...)})
 }
 
 // lookupStream resolves a stream handle; lock held.
-func (g *GPU) lookupStream(m method, s gpumem.Stream) (*stream, error) {
+func (g *GPU) lookupStream(m symtab.Op, s gpumem.Stream) (*stream, error) {
 	if s.Device < 0 || s.Device >= len(g.devs) {
-		return nil, errf(m, codeInvalidHandle, "%v: no device %d", s, s.Device)
+		return nil, errf(m, symtab.CUDAInvalidHandle, "%v: no device %d", s, s.Device)
 	}
 	if s.Handle == 0 {
 		return g.devs[s.Device].legacy, nil
 	}
 	st := g.streams[s.Handle]
 	if st == nil || st.destroyed {
-		return nil, errf(m, codeInvalidHandle, "%v is not a live stream", s)
+		return nil, errf(m, symtab.CUDAInvalidHandle, "%v is not a live stream", s)
 	}
 	if st.dev.ord != s.Device {
-		return nil, errf(m, codeInvalidHandle, "%v belongs to device %d", s, st.dev.ord)
+		return nil, errf(m, symtab.CUDAInvalidHandle, "%v belongs to device %d", s, st.dev.ord)
 	}
 	return st, nil
 }
 
-func (g *GPU) lookupEvent(m method, e gpumem.Event) (*event, error) {
+func (g *GPU) lookupEvent(m symtab.Op, e gpumem.Event) (*event, error) {
 	ev := g.events[e.Handle]
 	if ev == nil || ev.dev.ord != e.Device {
-		return nil, errf(m, codeInvalidHandle, "event(dev %d, %#x) is not a live event", e.Device, e.Handle)
+		return nil, errf(m, symtab.CUDAInvalidHandle, "event(dev %d, %#x) is not a live event", e.Device, e.Handle)
 	}
 	return ev, nil
 }
@@ -403,10 +404,10 @@ func (g *GPU) runKernel(st *stream, o *op) {
 
 // waitFor returns once st has completed seq ops, driving the queues in
 // Manual mode; lock held.
-func (g *GPU) waitFor(m method, st *stream, seq uint64) error {
+func (g *GPU) waitFor(m symtab.Op, st *stream, seq uint64) error {
 	for st.done < seq {
 		if g.closed.Load() {
-			return errf(m, codeDeinitialized, "closed while waiting")
+			return errf(m, symtab.CUDADeinitialized, "closed while waiting")
 		}
 		if g.manual {
 			g.drive(st, seq)
@@ -509,7 +510,7 @@ func (g *GPU) allStreams() []*stream {
 }
 
 // syncDevice waits for all work queued on d's streams; lock held.
-func (g *GPU) syncDevice(m method, d *device) error {
+func (g *GPU) syncDevice(m symtab.Op, d *device) error {
 	idle := !d.legacy.pending()
 	if idle {
 		for st := range g.all {
@@ -553,15 +554,15 @@ func (g *GPU) inlineReady(st *stream) bool {
 // StreamCreate creates a stream; priorities are clamped to
 // StreamPriorityRange as CUDA does.
 func (g *GPU) StreamCreate(dev int, flags gpumem.StreamFlags, priority int) (gpumem.Stream, error) {
-	if err := g.enter(mStreamCreate); err != nil {
+	if err := g.enter(symtab.StreamCreate); err != nil {
 		return gpumem.Stream{}, err
 	}
-	d, err := g.device(mStreamCreate, dev)
+	d, err := g.device(symtab.StreamCreate, dev)
 	if err != nil {
 		return gpumem.Stream{}, err
 	}
 	if flags&^gpumem.StreamNonBlocking != 0 {
-		return gpumem.Stream{}, errf(mStreamCreate, codeInvalidValue, "unknown stream flags %#x", uint32(flags))
+		return gpumem.Stream{}, errf(symtab.StreamCreate, symtab.CUDAInvalidValue, "unknown stream flags %#x", uint32(flags))
 	}
 	priority = max(min(priority, 0), -5)
 	st := &stream{g: g, dev: d, flags: flags, prio: priority, stack: g.callers(1)}
@@ -578,15 +579,15 @@ func (g *GPU) StreamCreate(dev int, flags gpumem.StreamFlags, priority int) (gpu
 
 // StreamDestroy destroys a stream; work already queued still runs.
 func (g *GPU) StreamDestroy(s gpumem.Stream) error {
-	if err := g.enter(mStreamDestroy); err != nil {
+	if err := g.enter(symtab.StreamDestroy); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if s.Handle == 0 {
-		return errf(mStreamDestroy, codeInvalidHandle, "the default stream cannot be destroyed")
+		return errf(symtab.StreamDestroy, symtab.CUDAInvalidHandle, "the default stream cannot be destroyed")
 	}
-	st, err := g.lookupStream(mStreamDestroy, s)
+	st, err := g.lookupStream(symtab.StreamDestroy, s)
 	if err != nil {
 		return err
 	}
@@ -605,34 +606,34 @@ func (g *GPU) StreamDestroy(s gpumem.Stream) error {
 // is capturing (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, which invalidates the
 // capture).
 func (g *GPU) StreamSynchronize(s gpumem.Stream) error {
-	if err := g.enter(mStreamSynchronize); err != nil {
+	if err := g.enter(symtab.StreamSynchronize); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st, err := g.lookupStream(mStreamSynchronize, s)
+	st, err := g.lookupStream(symtab.StreamSynchronize, s)
 	if err != nil {
 		return err
 	}
 	if st.cap != nil {
 		g.invalidate(st.cap)
-		return errf(mStreamSynchronize, codeStreamCaptureUnsupported, "%v is capturing", s)
+		return errf(symtab.StreamSynchronize, symtab.CUDAStreamCaptureUnsupported, "%v is capturing", s)
 	}
-	if err := g.unsafeDuringCapture(mStreamSynchronize, st.dev); err != nil {
+	if err := g.unsafeDuringCapture(symtab.StreamSynchronize, st.dev); err != nil {
 		return err
 	}
 	if st.legacy {
-		if err := g.legacyCaptureCheck(mStreamSynchronize, st.dev); err != nil {
+		if err := g.legacyCaptureCheck(symtab.StreamSynchronize, st.dev); err != nil {
 			return err
 		}
 		// The legacy stream waits for every blocking stream.
 		for b := range st.dev.blocking {
-			if err := g.waitFor(mStreamSynchronize, b, b.enq); err != nil {
+			if err := g.waitFor(symtab.StreamSynchronize, b, b.enq); err != nil {
 				return err
 			}
 		}
 	}
-	if err := g.waitFor(mStreamSynchronize, st, st.enq); err != nil {
+	if err := g.waitFor(symtab.StreamSynchronize, st, st.enq); err != nil {
 		return err
 	}
 	g.trimPools(st.dev)
@@ -642,18 +643,18 @@ func (g *GPU) StreamSynchronize(s gpumem.Stream) error {
 // StreamQuery reports whether s has completed its queued work. It is
 // illegal while s is capturing.
 func (g *GPU) StreamQuery(s gpumem.Stream) (bool, error) {
-	if err := g.enter(mStreamQuery); err != nil {
+	if err := g.enter(symtab.StreamQuery); err != nil {
 		return false, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st, err := g.lookupStream(mStreamQuery, s)
+	st, err := g.lookupStream(symtab.StreamQuery, s)
 	if err != nil {
 		return false, err
 	}
 	if st.cap != nil {
 		g.invalidate(st.cap)
-		return false, errf(mStreamQuery, codeStreamCaptureUnsupported, "%v is capturing", s)
+		return false, errf(symtab.StreamQuery, symtab.CUDAStreamCaptureUnsupported, "%v is capturing", s)
 	}
 	return !st.pending(), nil
 }
@@ -663,16 +664,16 @@ func (g *GPU) StreamQuery(s gpumem.Stream) (bool, error) {
 // to that capture (a fork), and the origin stream waiting on an event of a
 // joined stream joins it back.
 func (g *GPU) StreamWaitEvent(s gpumem.Stream, e gpumem.Event) error {
-	if err := g.enter(mStreamWaitEvent); err != nil {
+	if err := g.enter(symtab.StreamWaitEvent); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st, err := g.lookupStream(mStreamWaitEvent, s)
+	st, err := g.lookupStream(symtab.StreamWaitEvent, s)
 	if err != nil {
 		return err
 	}
-	ev, err := g.lookupEvent(mStreamWaitEvent, e)
+	ev, err := g.lookupEvent(symtab.StreamWaitEvent, e)
 	if err != nil {
 		return err
 	}
@@ -684,7 +685,7 @@ func (g *GPU) StreamWaitEvent(s gpumem.Stream, e gpumem.Event) error {
 			return nil
 		}
 		g.invalidate(st.cap)
-		return errf(mStreamWaitEvent, codeStreamCaptureIsolation, "capturing %v cannot wait on an event recorded outside the capture", s)
+		return errf(symtab.StreamWaitEvent, symtab.CUDAStreamCaptureIsolation, "capturing %v cannot wait on an event recorded outside the capture", s)
 	}
 	if ev.s == nil {
 		return nil
@@ -695,15 +696,15 @@ func (g *GPU) StreamWaitEvent(s gpumem.Stream, e gpumem.Event) error {
 	if ev.seq > st.ordered[ev.s] {
 		st.ordered[ev.s] = ev.seq
 	}
-	return g.enqueue(st, &op{kind: opNop, m: mStreamWaitEvent, deps: []dep{{ev.s, ev.seq}}})
+	return g.enqueue(st, &op{kind: opNop, m: symtab.StreamWaitEvent, deps: []dep{{ev.s, ev.seq}}})
 }
 
 // StreamPriorityRange returns 0 (least) and -5 (greatest), as an H100 or H200.
 func (g *GPU) StreamPriorityRange(dev int) (least, greatest int, err error) {
-	if err := g.enter(mStreamPriorityRange); err != nil {
+	if err := g.enter(symtab.StreamPriorityRange); err != nil {
 		return 0, 0, err
 	}
-	if _, err := g.device(mStreamPriorityRange, dev); err != nil {
+	if _, err := g.device(symtab.StreamPriorityRange, dev); err != nil {
 		return 0, 0, err
 	}
 	return 0, -5, nil
@@ -711,15 +712,15 @@ func (g *GPU) StreamPriorityRange(dev int) (least, greatest int, err error) {
 
 // EventCreate creates an event.
 func (g *GPU) EventCreate(dev int, flags gpumem.EventFlags) (gpumem.Event, error) {
-	if err := g.enter(mEventCreate); err != nil {
+	if err := g.enter(symtab.EventCreate); err != nil {
 		return gpumem.Event{}, err
 	}
-	d, err := g.device(mEventCreate, dev)
+	d, err := g.device(symtab.EventCreate, dev)
 	if err != nil {
 		return gpumem.Event{}, err
 	}
 	if flags&^(gpumem.EventBlockingSync|gpumem.EventDisableTiming) != 0 {
-		return gpumem.Event{}, errf(mEventCreate, codeInvalidValue, "unknown event flags %#x", uint32(flags))
+		return gpumem.Event{}, errf(symtab.EventCreate, symtab.CUDAInvalidValue, "unknown event flags %#x", uint32(flags))
 	}
 	ev := &event{dev: d, flags: flags, stack: g.callers(1)}
 	g.mu.Lock()
@@ -731,12 +732,12 @@ func (g *GPU) EventCreate(dev int, flags gpumem.EventFlags) (gpumem.Event, error
 
 // EventDestroy destroys an event; waits already queued on it still hold.
 func (g *GPU) EventDestroy(e gpumem.Event) error {
-	if err := g.enter(mEventDestroy); err != nil {
+	if err := g.enter(symtab.EventDestroy); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ev, err := g.lookupEvent(mEventDestroy, e)
+	ev, err := g.lookupEvent(symtab.EventDestroy, e)
 	if err != nil {
 		return err
 	}
@@ -747,21 +748,21 @@ func (g *GPU) EventDestroy(e gpumem.Event) error {
 // EventRecord records the work queued on s so far in the event. The event
 // and the stream must belong to the same device.
 func (g *GPU) EventRecord(e gpumem.Event, s gpumem.Stream) error {
-	if err := g.enter(mEventRecord); err != nil {
+	if err := g.enter(symtab.EventRecord); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ev, err := g.lookupEvent(mEventRecord, e)
+	ev, err := g.lookupEvent(symtab.EventRecord, e)
 	if err != nil {
 		return err
 	}
-	st, err := g.lookupStream(mEventRecord, s)
+	st, err := g.lookupStream(symtab.EventRecord, s)
 	if err != nil {
 		return err
 	}
 	if st.dev != ev.dev {
-		return errf(mEventRecord, codeInvalidHandle, "event of device %d recorded on %v", ev.dev.ord, s)
+		return errf(symtab.EventRecord, symtab.CUDAInvalidHandle, "event of device %d recorded on %v", ev.dev.ord, s)
 	}
 	if st.cap != nil {
 		return g.captureRecord(st, ev)
@@ -769,17 +770,17 @@ func (g *GPU) EventRecord(e gpumem.Event, s gpumem.Stream) error {
 	ev.gen++
 	ev.cap = nil
 	ev.timed = false
-	if err := g.enqueue(st, &op{kind: opRecord, m: mEventRecord, ev: ev, evGen: ev.gen}); err != nil {
+	if err := g.enqueue(st, &op{kind: opRecord, m: symtab.EventRecord, ev: ev, evGen: ev.gen}); err != nil {
 		return err
 	}
 	ev.s, ev.seq = st, st.enq
 	return nil
 }
 
-func (g *GPU) capturedEvent(m method, ev *event) error {
+func (g *GPU) capturedEvent(m symtab.Op, ev *event) error {
 	if ev.cap != nil && ev.cap.status != captureEnded {
 		g.invalidate(ev.cap)
-		return errf(m, codeCapturedEvent, "the event was last recorded in a capturing stream")
+		return errf(m, symtab.CUDACapturedEvent, "the event was last recorded in a capturing stream")
 	}
 	return nil
 }
@@ -787,16 +788,16 @@ func (g *GPU) capturedEvent(m method, ev *event) error {
 // EventQuery reports whether the work recorded by the event has completed
 // (true for an event never recorded).
 func (g *GPU) EventQuery(e gpumem.Event) (bool, error) {
-	if err := g.enter(mEventQuery); err != nil {
+	if err := g.enter(symtab.EventQuery); err != nil {
 		return false, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ev, err := g.lookupEvent(mEventQuery, e)
+	ev, err := g.lookupEvent(symtab.EventQuery, e)
 	if err != nil {
 		return false, err
 	}
-	if err := g.capturedEvent(mEventQuery, ev); err != nil {
+	if err := g.capturedEvent(symtab.EventQuery, ev); err != nil {
 		return false, err
 	}
 	return ev.s == nil || ev.s.done >= ev.seq, nil
@@ -804,25 +805,25 @@ func (g *GPU) EventQuery(e gpumem.Event) (bool, error) {
 
 // EventSynchronize waits for the work recorded by the event.
 func (g *GPU) EventSynchronize(e gpumem.Event) error {
-	if err := g.enter(mEventSynchronize); err != nil {
+	if err := g.enter(symtab.EventSynchronize); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ev, err := g.lookupEvent(mEventSynchronize, e)
+	ev, err := g.lookupEvent(symtab.EventSynchronize, e)
 	if err != nil {
 		return err
 	}
-	if err := g.capturedEvent(mEventSynchronize, ev); err != nil {
+	if err := g.capturedEvent(symtab.EventSynchronize, ev); err != nil {
 		return err
 	}
-	if err := g.unsafeDuringCapture(mEventSynchronize, ev.dev); err != nil {
+	if err := g.unsafeDuringCapture(symtab.EventSynchronize, ev.dev); err != nil {
 		return err
 	}
 	if ev.s == nil {
 		return nil
 	}
-	if err := g.waitFor(mEventSynchronize, ev.s, ev.seq); err != nil {
+	if err := g.waitFor(symtab.EventSynchronize, ev.s, ev.seq); err != nil {
 		return err
 	}
 	g.trimPools(ev.dev)
@@ -832,28 +833,28 @@ func (g *GPU) EventSynchronize(e gpumem.Event) error {
 // EventElapsed returns the milliseconds between two completed events
 // (host wall time between their completions in the simulator).
 func (g *GPU) EventElapsed(start, end gpumem.Event) (float32, error) {
-	if err := g.enter(mEventElapsed); err != nil {
+	if err := g.enter(symtab.EventElapsed); err != nil {
 		return 0, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	a, err := g.lookupEvent(mEventElapsed, start)
+	a, err := g.lookupEvent(symtab.EventElapsed, start)
 	if err != nil {
 		return 0, err
 	}
-	b, err := g.lookupEvent(mEventElapsed, end)
+	b, err := g.lookupEvent(symtab.EventElapsed, end)
 	if err != nil {
 		return 0, err
 	}
 	for _, ev := range []*event{a, b} {
-		if err := g.capturedEvent(mEventElapsed, ev); err != nil {
+		if err := g.capturedEvent(symtab.EventElapsed, ev); err != nil {
 			return 0, err
 		}
 		if ev.flags&gpumem.EventDisableTiming != 0 || ev.s == nil {
-			return 0, errf(mEventElapsed, codeInvalidHandle, "event without timing or never recorded")
+			return 0, errf(symtab.EventElapsed, symtab.CUDAInvalidHandle, "event without timing or never recorded")
 		}
 		if !ev.timed {
-			return 0, errf(mEventElapsed, codeNotReady, "event not completed yet")
+			return 0, errf(symtab.EventElapsed, symtab.CUDANotReady, "event not completed yet")
 		}
 	}
 	return float32(b.time.Sub(a.time).Seconds() * 1000), nil
@@ -862,19 +863,19 @@ func (g *GPU) EventElapsed(start, end gpumem.Event) (float32, error) {
 // LaunchHostFunc queues fn on s; it runs on the stream's goroutine (or the
 // goroutine that drives the stream in Manual mode) when s reaches it.
 func (g *GPU) LaunchHostFunc(s gpumem.Stream, fn func()) error {
-	if err := g.enter(mLaunchHostFunc); err != nil {
+	if err := g.enter(symtab.LaunchHostFunc); err != nil {
 		return err
 	}
 	if fn == nil {
-		return errf(mLaunchHostFunc, codeInvalidValue, "nil function")
+		return errf(symtab.LaunchHostFunc, symtab.CUDAInvalidValue, "nil function")
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st, err := g.lookupStream(mLaunchHostFunc, s)
+	st, err := g.lookupStream(symtab.LaunchHostFunc, s)
 	if err != nil {
 		return err
 	}
-	return g.enqueue(st, &op{kind: opHost, m: mLaunchHostFunc, fn: fn})
+	return g.enqueue(st, &op{kind: opHost, m: symtab.LaunchHostFunc, fn: fn})
 }
 
 // Launch queues a simulated kernel on s that reads and writes [p, p+size):
@@ -884,44 +885,44 @@ func (g *GPU) LaunchHostFunc(s gpumem.Stream, fn func()) error {
 // another device needs peer access (EnablePeerAccess, MemPoolSetAccess or
 // MemSetAccess). fn must not call the GPU.
 func (g *GPU) Launch(s gpumem.Stream, p gpumem.Ptr, size uint64, fn func(mem []byte)) error {
-	if err := g.enter(mLaunch); err != nil {
+	if err := g.enter(symtab.Launch); err != nil {
 		return err
 	}
 	if fn == nil {
-		return errf(mLaunch, codeInvalidValue, "nil kernel function")
+		return errf(symtab.Launch, symtab.CUDAInvalidValue, "nil kernel function")
 	}
 	if size > 1<<34 {
-		return errf(mLaunch, codeInvalidValue, "a simulated kernel touches at most 16 GiB, not %d bytes", size)
+		return errf(symtab.Launch, symtab.CUDAInvalidValue, "a simulated kernel touches at most 16 GiB, not %d bytes", size)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st, err := g.lookupStream(mLaunch, s)
+	st, err := g.lookupStream(symtab.Launch, s)
 	if err != nil {
 		return err
 	}
-	uses, err := g.resolve(mLaunch, uint64(p), size, st.dev.ord, true)
+	uses, err := g.resolve(symtab.Launch, uint64(p), size, st.dev.ord, true)
 	if err != nil {
 		return err
 	}
-	return g.enqueue(st, &op{kind: opKernel, m: mLaunch, dst: uint64(p), size: size, uses: uses, kfn: fn, dev: st.dev.ord})
+	return g.enqueue(st, &op{kind: opKernel, m: symtab.Launch, dst: uint64(p), size: size, uses: uses, kfn: fn, dev: st.dev.ord})
 }
 
 // DeviceSynchronize waits for all work queued on the device. It is illegal
 // while a global-mode capture is active.
 func (g *GPU) DeviceSynchronize(dev int) error {
-	if err := g.enter(mDeviceSynchronize); err != nil {
+	if err := g.enter(symtab.DeviceSynchronize); err != nil {
 		return err
 	}
-	d, err := g.device(mDeviceSynchronize, dev)
+	d, err := g.device(symtab.DeviceSynchronize, dev)
 	if err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if err := g.captureOnDevice(mDeviceSynchronize, d); err != nil {
+	if err := g.captureOnDevice(symtab.DeviceSynchronize, d); err != nil {
 		return err
 	}
-	if err := g.syncDevice(mDeviceSynchronize, d); err != nil {
+	if err := g.syncDevice(symtab.DeviceSynchronize, d); err != nil {
 		return err
 	}
 	g.trimPools(d)

@@ -2,6 +2,8 @@ package native
 
 import (
 	"unsafe"
+
+	"github.com/gpumem/gpumem/internal/symtab"
 )
 
 // Struct sizes shared by CUDA and HIP (checked against the headers in tests).
@@ -14,10 +16,10 @@ const (
 // Values shared by the two vendors' headers (CUDA cuda.h; HIP
 // hip_runtime_api.h, checked in tests).
 const (
-	StatusNotReady           = 600 // CUDA_ERROR_NOT_READY, hipErrorNotReady
-	StatusPeerAlreadyEnabled = 704 // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, hipErrorPeerAccessAlreadyEnabled
-	StatusNotInitialized     = 3
-	StatusDeinitialized      = 4
+	StatusNotReady           = symtab.CUDANotReady                 // CUDA_ERROR_NOT_READY, hipErrorNotReady
+	StatusPeerAlreadyEnabled = symtab.CUDAPeerAccessAlreadyEnabled // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, hipErrorPeerAccessAlreadyEnabled
+	StatusNotInitialized     = symtab.CUDANotInitialized           // the status tables check that HIP numbers these four alike
+	StatusDeinitialized      = symtab.CUDADeinitialized
 	LocationTypeDevice       = 1 // CU_MEM_LOCATION_TYPE_DEVICE, hipMemLocationTypeDevice
 	LocationTypeHost         = 2 // CU_MEM_LOCATION_TYPE_HOST (CUDA 12.2+)
 	AllocationTypePinned     = 1

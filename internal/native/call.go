@@ -41,12 +41,7 @@ func (b *Backend) Status(op symtab.Op, code uintptr) error {
 }
 
 func (b *Backend) errorFor(sym string, code int) error {
-	var sentinel error
-	if (code == StatusDeinitialized || code == StatusNotInitialized) && b.closed.Load() {
-		sentinel = gpumem.ErrClosed
-	} else {
-		sentinel = b.d.Sentinel(code)
-	}
+	sentinel := symtab.Statuses[b.d.Vendor].Sentinel(code, b.closed.Load())
 	return &gpumem.Error{Backend: b.d.Name, Op: sym, Code: code, Name: b.ErrorName(code), Err: sentinel}
 }
 

@@ -23,8 +23,6 @@ type Dialect struct {
 	// ErrorName asks the library for the name of a status code ("" if it
 	// has none).
 	ErrorName func(b *Backend, code int) string
-	// Sentinel maps a status code to a gpumem sentinel (nil: none).
-	Sentinel func(code int) error
 	// Attribute translates a device attribute.
 	Attribute func(a gpumem.Attribute) (int32, bool)
 	// Advice translates an advice value.
