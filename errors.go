@@ -60,6 +60,57 @@ func (e *NotSupportedError) Error() string {
 // Is matches ErrNotSupported.
 func (e *NotSupportedError) Is(target error) bool { return target == ErrNotSupported }
 
+// LoadAttempt is one candidate library that failed to load and the dynamic
+// loader's reason.
+type LoadAttempt struct {
+	Name    string // the candidate as given
+	Message string // the dlopen error message
+}
+
+// LoadError is what Open returns (wrapped with the backend's name) when no
+// candidate library could be loaded. It matches ErrLibraryNotFound.
+type LoadError struct {
+	Tried []LoadAttempt
+}
+
+// Error lists every candidate tried with the loader's message for it.
+func (e *LoadError) Error() string {
+	if len(e.Tried) == 0 {
+		return "dl: no library candidates given"
+	}
+	var b strings.Builder
+	b.WriteString("dl: cannot load ")
+	for i, a := range e.Tried {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(a.Name)
+		b.WriteString(": ")
+		b.WriteString(a.Message)
+	}
+	return b.String()
+}
+
+// Is matches ErrLibraryNotFound.
+func (e *LoadError) Is(target error) bool { return target == ErrLibraryNotFound }
+
+// MissingSymbolsError is what Open returns when a library lacks symbols its
+// backend cannot work without (the library is too old, or is not the
+// vendor's). It matches ErrNotSupported.
+type MissingSymbolsError struct {
+	Backend string   // "cuda", "hip"
+	Library string   // the library file as it was opened
+	Symbols []string // the missing symbols, in table order
+}
+
+// Error names every missing symbol.
+func (e *MissingSymbolsError) Error() string {
+	return fmt.Sprintf("gpumem: %s: %s lacks required symbols %v", e.Backend, e.Library, e.Symbols)
+}
+
+// Is matches ErrNotSupported.
+func (e *MissingSymbolsError) Is(target error) bool { return target == ErrNotSupported }
+
 // OutOfMemoryError is what allocators return when they cannot satisfy a
 // request. It says what PyTorch's out-of-memory message says.
 type OutOfMemoryError struct {

@@ -2,7 +2,7 @@
 // loaded at run time without cgo.
 //
 // It is the project's shared vendor implementation (one per process, see
-// internal/vendor) with the CUDA column of the symbol table and CUDA's
+// internal/native) with the CUDA column of the symbol table and CUDA's
 // numbering of enums, attributes, advice, locations, struct layouts and
 // status codes. Importing the package registers it with gpumem.Open under
 // the name "cuda".
@@ -34,12 +34,19 @@ import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/ccall"
 	"github.com/gpumem/gpumem/internal/dl"
+	"github.com/gpumem/gpumem/internal/native"
 	"github.com/gpumem/gpumem/internal/symtab"
-	"github.com/gpumem/gpumem/internal/vendor"
 )
 
 func init() {
-	gpumem.Register("cuda", Open)
+	gpumem.Register(gpumem.Registration{
+		Name:          "cuda",
+		LibraryEnv:    "GPUMEM_CUDA_LIBRARY",
+		AutoOrder:     1,
+		Open:          Open,
+		Symbols:       Symbols,
+		FormatVersion: FormatVersion,
+	})
 }
 
 // Open loads the CUDA driver (library, or libcuda.so.1 and its other
@@ -49,18 +56,18 @@ func init() {
 // matching gpumem.ErrLibraryNotFound; with a library that lacks a required
 // symbol, one naming the symbol.
 func Open(library string) (gpumem.Backend, error) {
-	return open(vendor.DL, library)
+	return open(native.DL, library)
 }
 
-func open(load vendor.Loader, library string) (gpumem.Backend, error) {
-	return vendor.OpenBackend(&dialect, load, library)
+func open(load native.Loader, library string) (gpumem.Backend, error) {
+	return native.OpenBackend(&dialect, load, library)
 }
 
 // Symbols resolves the symbol table against a CUDA driver library without
 // needing a device: every row by dlsym, and by cuGetProcAddress when cuInit
 // succeeds. The version is the driver's (cuDriverGetVersion), as "12.2".
 func Symbols(library string) (gpumem.SymbolReport, error) {
-	return vendor.Report(&dialect, vendor.DL, library, func(b *vendor.Backend) string {
+	return native.Report(&dialect, native.DL, library, func(b *native.Backend) string {
 		v, err := driverVersion(b)
 		if err != nil {
 			return ""
@@ -74,7 +81,7 @@ func Symbols(library string) (gpumem.SymbolReport, error) {
 }
 
 // Table returns the CUDA column of the symbol table, unresolved.
-func Table() []gpumem.SymbolRow { return vendor.Table(symtab.CUDA) }
+func Table() []gpumem.SymbolRow { return native.Table(symtab.CUDA) }
 
 // FormatVersion formats a CUDA version number (12020) as "12.2".
 func FormatVersion(v int) string { return fmt.Sprintf("%d.%d", v/1000, v%1000/10) }
@@ -82,7 +89,7 @@ func FormatVersion(v int) string { return fmt.Sprintf("%d.%d", v/1000, v%1000/10
 // Candidates are the library names Open tries when given none.
 func Candidates() []string { return append([]string(nil), dl.CUDACandidates...) }
 
-var dialect = vendor.Dialect{
+var dialect = native.Dialect{
 	Vendor:         symtab.CUDA,
 	Name:           "cuda",
 	Candidates:     dl.CUDACandidates,
@@ -90,20 +97,19 @@ var dialect = vendor.Dialect{
 	Stop:           stop,
 	Refine:         refine,
 	ErrorName:      errorName,
-	Sentinel:       sentinel,
 	Attribute:      attribute,
 	Advice:         advice,
 	WriteAllocProp: writeAllocProp,
-	PoolMaxSize:    func(b *vendor.Backend) bool { return b.DriverVersion >= 12020 },
-	Versions: func(b *vendor.Backend) (gpumem.Version, error) {
+	PoolMaxSize:    func(b *native.Backend) bool { return b.DriverVersion >= 12020 },
+	Versions: func(b *native.Backend) (gpumem.Version, error) {
 		v, err := driverVersion(b)
 		return gpumem.Version{Driver: v, Runtime: v}, err
 	},
 }
 
-func driverVersion(b *vendor.Backend) (int, error) { return b.Int32(symtab.DriverGetVersion) }
+func driverVersion(b *native.Backend) (int, error) { return b.Int32(symtab.DriverGetVersion) }
 
-func start(b *vendor.Backend) error {
+func start(b *native.Backend) error {
 	r, err := b.Raw(symtab.Init, 0)
 	if err != nil {
 		return err
@@ -154,7 +160,7 @@ func start(b *vendor.Backend) error {
 	return nil
 }
 
-func stop(b *vendor.Backend) error {
+func stop(b *native.Backend) error {
 	var first error
 	n := b.NumDevices()
 	for i := 0; i < n; i++ {
@@ -179,30 +185,30 @@ const (
 // base name at the row's ABI version (never above the driver's), so the
 // driver hands out the variant whose signature the backend calls. Rows the
 // driver will not resolve keep their dlsym address.
-func refine(b *vendor.Backend) {
+func refine(b *native.Backend) {
 	v2, v1 := b.Fn(symtab.GetProcAddress), b.Fn(symtab.GetProcAddressV1)
 	if v2 == 0 && v1 == 0 {
 		return
 	}
 	pfn := new(uintptr)
 	status := new(int32)
-	for i := range symtab.Rows {
-		row := &symtab.Rows[i]
-		if row.CUDA == "" || row.ID == symtab.GetProcAddress || row.ID == symtab.GetProcAddressV1 {
+	for i := range symtab.Driver.Rows {
+		row := &symtab.Driver.Rows[i]
+		if row.Symbol[symtab.CUDA] == "" || row.ID == symtab.GetProcAddress || row.ID == symtab.GetProcAddressV1 {
 			continue
 		}
-		if row.CUDAVersion > b.DriverVersion {
+		if row.ABI[symtab.CUDA] > b.DriverVersion {
 			continue
 		}
-		name := append([]byte(row.CUDABase()), 0)
+		name := append([]byte(row.Base(symtab.CUDA)), 0)
 		*pfn, *status = 0, 0
 		var r uintptr
 		if v2 != 0 {
 			r = ccall.Call5(v2, uintptr(unsafe.Pointer(&name[0])), uintptr(unsafe.Pointer(pfn)),
-				uintptr(row.CUDAVersion), procLegacyStream, uintptr(unsafe.Pointer(status)))
+				uintptr(row.ABI[symtab.CUDA]), procLegacyStream, uintptr(unsafe.Pointer(status)))
 		} else {
 			r = ccall.Call4(v1, uintptr(unsafe.Pointer(&name[0])), uintptr(unsafe.Pointer(pfn)),
-				uintptr(row.CUDAVersion), procLegacyStream)
+				uintptr(row.ABI[symtab.CUDA]), procLegacyStream)
 		}
 		runtime.KeepAlive(name)
 		if int32(r) == 0 && *status == procSuccess && *pfn != 0 {
@@ -213,7 +219,7 @@ func refine(b *vendor.Backend) {
 	runtime.KeepAlive(status)
 }
 
-func errorName(b *vendor.Backend, code int) string {
+func errorName(b *native.Backend, code int) string {
 	p := new(uintptr)
 	r, err := b.Raw(symtab.GetErrorName, uintptr(uint32(int32(code))), uintptr(unsafe.Pointer(p)))
 	runtime.KeepAlive(p)
@@ -223,18 +229,18 @@ func errorName(b *vendor.Backend, code int) string {
 	return ccall.GoString(*p)
 }
 
-func writeAllocProp(_ *vendor.Backend, buf *[vendor.AllocPropSize]byte, dev int32) {
+func writeAllocProp(_ *native.Backend, buf *[native.AllocPropSize]byte, dev int32) {
 	// CUmemAllocationProp: type@0, requestedHandleTypes@4, location{type@8,
 	// id@12}, win32HandleMetaData@16, allocFlags@24 (compressionType,
 	// gpuDirectRDMACapable, usage, reserved[4]).
-	*buf = [vendor.AllocPropSize]byte{}
-	*(*uint32)(unsafe.Pointer(&buf[0])) = vendor.AllocationTypePinned
-	*(*uint32)(unsafe.Pointer(&buf[8])) = vendor.LocationTypeDevice
+	*buf = [native.AllocPropSize]byte{}
+	*(*uint32)(unsafe.Pointer(&buf[0])) = native.AllocationTypePinned
+	*(*uint32)(unsafe.Pointer(&buf[8])) = native.LocationTypeDevice
 	*(*int32)(unsafe.Pointer(&buf[12])) = dev
 }
 
 // ErrorName loads the CUDA driver library (without initialising it) and
 // returns its name for a CUresult (cuGetErrorName), "" when it has none.
 func ErrorName(library string, code int) (string, error) {
-	return vendor.LibraryErrorName(&dialect, vendor.DL, library, code)
+	return native.LibraryErrorName(&dialect, native.DL, library, code)
 }

@@ -8,7 +8,8 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/dl"
-	"github.com/gpumem/gpumem/internal/vendor"
+	"github.com/gpumem/gpumem/internal/native"
+	"github.com/gpumem/gpumem/internal/symtab"
 )
 
 func TestOpenMissingRequiredSymbolNamesIt(t *testing.T) {
@@ -85,7 +86,7 @@ func TestErrorTranslation(t *testing.T) {
 	for code, want := range map[int]error{2: gpumem.ErrOutOfMemory, 100: gpumem.ErrNoDevice, 801: gpumem.ErrNotSupported,
 		1: gpumem.ErrInvalidValue, 400: gpumem.ErrInvalidValue, 101: gpumem.ErrInvalidValue, 999: nil,
 		900: gpumem.ErrInvalidValue, 901: gpumem.ErrInvalidValue, 908: gpumem.ErrInvalidValue, 909: nil} {
-		if got := sentinel(code); got != want {
+		if got := symtab.Statuses[symtab.CUDA].Sentinel(code, false); got != want {
 			t.Errorf("sentinel(%d) = %v, want %v", code, got, want)
 		}
 	}
@@ -184,7 +185,7 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 		t.Skip("libc has no sched_yield: ", err)
 	}
 	fns := fakeFunctions()
-	load := func(...string) (vendor.Library, error) {
+	load := func(...string) (native.Library, error) {
 		l := &fakeLib{syms: map[string]uintptr{}}
 		for k, v := range fns {
 			l.syms[k] = v
@@ -199,7 +200,7 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := be.(*vendor.Backend)
+	b := be.(*native.Backend)
 	defer b.Close()
 	s := gpumem.Stream{Handle: 3, Device: 1}
 	pool := gpumem.MemPool{Handle: 7, Device: 1}

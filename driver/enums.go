@@ -2,27 +2,7 @@ package driver
 
 import (
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/internal/vendor"
 )
-
-// sentinel maps a CUresult (cuda.h) to the gpumem sentinel it means.
-var sentinel = vendor.Sentinels([]vendor.Codes{
-	{Lo: 1, Names: "CUDA_ERROR_INVALID_VALUE", Err: gpumem.ErrInvalidValue},
-	{Lo: 2, Names: "CUDA_ERROR_OUT_OF_MEMORY", Err: gpumem.ErrOutOfMemory},
-	{Lo: 100, Names: "CUDA_ERROR_NO_DEVICE", Err: gpumem.ErrNoDevice},
-	{Lo: 101, Names: "CUDA_ERROR_INVALID_DEVICE", Err: gpumem.ErrInvalidValue},
-	{Lo: 201, Names: "CUDA_ERROR_INVALID_CONTEXT", Err: gpumem.ErrInvalidValue},
-	{Lo: 217, Names: "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", Err: gpumem.ErrNotSupported},
-	{Lo: 400, Names: "CUDA_ERROR_INVALID_HANDLE", Err: gpumem.ErrInvalidValue},
-	{Lo: 500, Names: "CUDA_ERROR_NOT_FOUND", Err: gpumem.ErrInvalidValue},
-	{Lo: 705, Names: "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", Err: gpumem.ErrInvalidValue},
-	{Lo: 800, Names: "CUDA_ERROR_NOT_PERMITTED", Err: gpumem.ErrInvalidValue},
-	{Lo: 801, Names: "CUDA_ERROR_NOT_SUPPORTED", Err: gpumem.ErrNotSupported},
-	// Capture misuse: a call not permitted while capturing, then
-	// invalidated, merge, unmatched, unjoined, isolation, implicit,
-	// conflicting capture, wrong thread.
-	{Lo: 900, Hi: 908, Names: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD", Err: gpumem.ErrInvalidValue},
-})
 
 // attributes maps gpumem attributes to CUdevice_attribute (cuda.h).
 var attributes = map[gpumem.Attribute]int32{

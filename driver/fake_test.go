@@ -11,8 +11,8 @@ import (
 	"github.com/ebitengine/purego"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/native"
 	"github.com/gpumem/gpumem/internal/symtab"
-	"github.com/gpumem/gpumem/internal/vendor"
 )
 
 // A fake libcuda: C-callable Go functions behind the loader seam, so that
@@ -95,10 +95,10 @@ func fakeFunctions() map[string]uintptr {
 			"cuMemAdvise_v2":        cb(func(p, n, adv, loc uintptr) uintptr { fakeLoc.Store(uint64(loc)); return 0 }),
 			"cuCtxEnablePeerAccess": cb(func(ctx, flags uintptr) uintptr { return 704 }),
 		}
-		for _, r := range symtab.Rows {
-			if r.CUDA != "" && r.RequiredCUDA {
-				if _, done := fakeFns[r.CUDA]; !done {
-					fakeFns[r.CUDA] = ok
+		for _, r := range symtab.Driver.Rows {
+			if s := r.Symbol[symtab.CUDA]; s != "" && r.Required[symtab.CUDA] {
+				if _, done := fakeFns[s]; !done {
+					fakeFns[s] = ok
 				}
 			}
 		}
@@ -110,9 +110,9 @@ func fakeFunctions() map[string]uintptr {
 var fakeLoc atomic.Uint64
 
 // fakeLoader returns a loader of the fake library without the named symbols.
-func fakeLoader(without ...string) vendor.Loader {
+func fakeLoader(without ...string) native.Loader {
 	fns := fakeFunctions()
-	return func(...string) (vendor.Library, error) {
+	return func(...string) (native.Library, error) {
 		l := &fakeLib{syms: map[string]uintptr{}}
 		for k, v := range fns {
 			l.syms[k] = v
@@ -127,13 +127,13 @@ func fakeLoader(without ...string) vendor.Loader {
 func openFake(t interface {
 	Fatal(...any)
 	Helper()
-}, without ...string) *vendor.Backend {
+}, without ...string) *native.Backend {
 	t.Helper()
 	b, err := open(fakeLoader(without...), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.(*vendor.Backend)
+	return b.(*native.Backend)
 }
 
 func isNotSupportedNaming(err error, sym string) bool {

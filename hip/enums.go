@@ -2,29 +2,7 @@ package hip
 
 import (
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/internal/vendor"
 )
-
-// sentinel maps a hipError_t (hip_runtime_api.h) to the gpumem sentinel
-// it means.
-var sentinel = vendor.Sentinels(sentinelCodes)
-
-// sentinelCodes is sentinel's table, with the header's names (checked
-// against hip_runtime_api.h in tests).
-var sentinelCodes = []vendor.Codes{
-	{Lo: 1, Names: "hipErrorInvalidValue", Err: gpumem.ErrInvalidValue},
-	{Lo: 2, Names: "hipErrorOutOfMemory", Err: gpumem.ErrOutOfMemory},
-	{Lo: 17, Names: "hipErrorInvalidDevicePointer", Err: gpumem.ErrInvalidValue},
-	{Lo: 100, Names: "hipErrorNoDevice", Err: gpumem.ErrNoDevice},
-	{Lo: 101, Names: "hipErrorInvalidDevice", Err: gpumem.ErrInvalidValue},
-	{Lo: 201, Names: "hipErrorInvalidContext", Err: gpumem.ErrInvalidValue},
-	{Lo: 400, Names: "hipErrorInvalidHandle", Err: gpumem.ErrInvalidValue},
-	{Lo: 500, Names: "hipErrorNotFound", Err: gpumem.ErrInvalidValue},
-	{Lo: 705, Names: "hipErrorPeerAccessNotEnabled", Err: gpumem.ErrInvalidValue},
-	{Lo: 801, Names: "hipErrorNotSupported", Err: gpumem.ErrNotSupported},
-	// Capture misuse, numbered as CUDA's.
-	{Lo: 900, Hi: 908, Names: "hipErrorStreamCaptureUnsupported hipErrorStreamCaptureWrongThread", Err: gpumem.ErrInvalidValue},
-}
 
 // attributes maps gpumem attributes to hipDeviceAttribute_t
 // (hip_runtime_api.h of HIP 5.2; the enum is numbered differently from

@@ -10,7 +10,8 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/internal/vendor"
+	"github.com/gpumem/gpumem/internal/native"
+	"github.com/gpumem/gpumem/internal/symtab"
 )
 
 // TestEnumsAgainstHeaders compiles a small C program against the HIP headers
@@ -35,26 +36,22 @@ func TestEnumsAgainstHeaders(t *testing.T) {
 	for a, v := range advices {
 		want[adviceHeaderName[a]] = int64(v)
 	}
-	for _, c := range sentinelCodes {
-		names := strings.Fields(c.Names)
-		want[names[0]] = int64(c.Lo)
-		if c.Hi != 0 {
-			want[names[1]] = int64(c.Hi)
-		}
+	for _, s := range symtab.Statuses[symtab.HIP].Statuses {
+		want[s.Name] = int64(s.Code)
 	}
 	for code, name := range map[int]string{
-		vendor.StatusNotReady: "hipErrorNotReady", vendor.StatusPeerAlreadyEnabled: "hipErrorPeerAccessAlreadyEnabled",
-		vendor.StatusNotInitialized: "hipErrorNotInitialized", vendor.StatusDeinitialized: "hipErrorDeinitialized",
+		native.StatusNotReady: "hipErrorNotReady", native.StatusPeerAlreadyEnabled: "hipErrorPeerAccessAlreadyEnabled",
+		native.StatusNotInitialized: "hipErrorNotInitialized", native.StatusDeinitialized: "hipErrorDeinitialized",
 	} {
 		want[name] = int64(code)
 	}
 	for name, v := range map[string]int64{
-		"hipMemLocationTypeDevice": vendor.LocationTypeDevice, "hipMemAllocationTypePinned": vendor.AllocationTypePinned,
-		"hipMemAccessFlagsProtNone": vendor.AccessNone, "hipMemAccessFlagsProtRead": vendor.AccessRead,
-		"hipMemAccessFlagsProtReadWrite": vendor.AccessReadWrite, "hipCpuDeviceId": vendor.DeviceCPU,
-		"hipInvalidDeviceId": vendor.DeviceInvalid, "hipMemRangeAttributePreferredLocation": vendor.RangePreferredLocation,
-		"hipMemRangeAttributeLastPrefetchLocation": vendor.RangeLastPrefetch, "hipMemcpyDefault": vendor.MemcpyDefault,
-		"hipHostMallocPortable": vendor.HostAllocPortable, "hipMemAttachGlobal": vendor.MemAttachGlobal,
+		"hipMemLocationTypeDevice": native.LocationTypeDevice, "hipMemAllocationTypePinned": native.AllocationTypePinned,
+		"hipMemAccessFlagsProtNone": native.AccessNone, "hipMemAccessFlagsProtRead": native.AccessRead,
+		"hipMemAccessFlagsProtReadWrite": native.AccessReadWrite, "hipCpuDeviceId": native.DeviceCPU,
+		"hipInvalidDeviceId": native.DeviceInvalid, "hipMemRangeAttributePreferredLocation": native.RangePreferredLocation,
+		"hipMemRangeAttributeLastPrefetchLocation": native.RangeLastPrefetch, "hipMemcpyDefault": native.MemcpyDefault,
+		"hipHostMallocPortable": native.HostAllocPortable, "hipMemAttachGlobal": native.MemAttachGlobal,
 		"hipMemAllocationGranularityMinimum": 0, "hipMemAllocationGranularityRecommended": 1,
 		"hipStreamCaptureModeGlobal": int64(gpumem.CaptureModeGlobal), "hipStreamCaptureModeThreadLocal": int64(gpumem.CaptureModeThreadLocal),
 		"hipStreamCaptureModeRelaxed": int64(gpumem.CaptureModeRelaxed), "hipStreamCaptureStatusNone": int64(gpumem.CaptureNone),
@@ -65,8 +62,8 @@ func TestEnumsAgainstHeaders(t *testing.T) {
 		"hipMemPoolAttrUsedMemCurrent": 7, "hipMemPoolAttrUsedMemHigh": 8,
 		"hipStreamNonBlocking": int64(gpumem.StreamNonBlocking), "hipEventBlockingSync": int64(gpumem.EventBlockingSync),
 		"hipEventDisableTiming":   int64(gpumem.EventDisableTiming),
-		"sizeof(hipMemPoolProps)": vendor.PoolPropsSize, "offsetof(hipMemPoolProps, location)": 8,
-		"sizeof(hipMemAllocationProp)": vendor.AllocPropSize, "sizeof(hipMemAccessDesc)": vendor.AccessDescSize,
+		"sizeof(hipMemPoolProps)": native.PoolPropsSize, "offsetof(hipMemPoolProps, location)": 8,
+		"sizeof(hipMemAllocationProp)": native.AllocPropSize, "sizeof(hipMemAccessDesc)": native.AccessDescSize,
 		"offsetof(hipMemAccessDesc, flags)": 8, "sizeof(hipMemLocation)": 8,
 	} {
 		want[name] = v
@@ -176,7 +173,7 @@ func TestSentinels(t *testing.T) {
 	for code, want := range map[int]error{2: gpumem.ErrOutOfMemory, 100: gpumem.ErrNoDevice, 801: gpumem.ErrNotSupported,
 		1: gpumem.ErrInvalidValue, 400: gpumem.ErrInvalidValue, 101: gpumem.ErrInvalidValue, 999: nil,
 		900: gpumem.ErrInvalidValue, 901: gpumem.ErrInvalidValue, 908: gpumem.ErrInvalidValue, 909: nil} {
-		if got := sentinel(code); got != want {
+		if got := symtab.Statuses[symtab.HIP].Sentinel(code, false); got != want {
 			t.Errorf("sentinel(%d) = %v, want %v", code, got, want)
 		}
 	}

@@ -1,7 +1,7 @@
 // Package hip is the HIP runtime backend of gpumem: libamdhip64.so, loaded at
 // run time without cgo.
 //
-// It is the project's shared vendor implementation (internal/vendor) with the
+// It is the project's shared vendor implementation (internal/native) with the
 // HIP column of the symbol table and HIP's numbering of enums, device
 // attributes, advice (including the coarse-grain advice 100 and 101),
 // locations, struct layouts and status codes, checked against the HIP
@@ -31,12 +31,24 @@ import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/ccall"
 	"github.com/gpumem/gpumem/internal/dl"
+	"github.com/gpumem/gpumem/internal/native"
 	"github.com/gpumem/gpumem/internal/symtab"
-	"github.com/gpumem/gpumem/internal/vendor"
 )
 
 func init() {
-	gpumem.Register("hip", Open)
+	gpumem.Register(gpumem.Registration{
+		Name:       "hip",
+		LibraryEnv: "GPUMEM_HIP_LIBRARY",
+		AutoOrder:  2,
+		Open:       Open,
+		Symbols:    Symbols,
+		FormatVersion: func(v int) string {
+			if v < 10000000 {
+				return "" // not major*10^7 + minor*10^5 + patch
+			}
+			return FormatVersion(v)
+		},
+	})
 }
 
 // Open loads the HIP runtime (library, or the candidate names when library
@@ -45,18 +57,18 @@ func init() {
 // loadable library, one matching gpumem.ErrLibraryNotFound; with a library
 // that lacks a required symbol, one naming the symbol.
 func Open(library string) (gpumem.Backend, error) {
-	return open(vendor.DL, library)
+	return open(native.DL, library)
 }
 
-func open(load vendor.Loader, library string) (gpumem.Backend, error) {
-	return vendor.OpenBackend(&dialect, load, library)
+func open(load native.Loader, library string) (gpumem.Backend, error) {
+	return native.OpenBackend(&dialect, load, library)
 }
 
 // Symbols resolves the symbol table against a HIP runtime library without
 // needing a device. The version is the runtime's (hipRuntimeGetVersion), as
 // "5.2.21153".
 func Symbols(library string) (gpumem.SymbolReport, error) {
-	return vendor.Report(&dialect, vendor.DL, library, func(b *vendor.Backend) string {
+	return native.Report(&dialect, native.DL, library, func(b *native.Backend) string {
 		v, err := b.Int32(symtab.RuntimeGetVersion)
 		if err != nil {
 			return ""
@@ -66,7 +78,7 @@ func Symbols(library string) (gpumem.SymbolReport, error) {
 }
 
 // Table returns the HIP column of the symbol table, unresolved.
-func Table() []gpumem.SymbolRow { return vendor.Table(symtab.HIP) }
+func Table() []gpumem.SymbolRow { return native.Table(symtab.HIP) }
 
 // FormatVersion formats a HIP version number (major*10^7 + minor*10^5 +
 // patch, e.g. 50221153) as "5.2.21153".
@@ -81,19 +93,18 @@ func Candidates() []string { return append([]string(nil), dl.HIPCandidates...) }
 // and a maxSize in hipMemPoolProps.
 const hip6 = 60000000
 
-var dialect = vendor.Dialect{
+var dialect = native.Dialect{
 	Vendor:         symtab.HIP,
 	Name:           "hip",
 	Candidates:     dl.HIPCandidates,
 	Start:          start,
 	ErrorName:      errorName,
-	Sentinel:       sentinel,
 	Attribute:      attribute,
 	Advice:         advice,
 	MemcpyKind:     true,
 	WriteAllocProp: writeAllocProp,
-	PoolMaxSize:    func(b *vendor.Backend) bool { return b.RuntimeVersion >= hip6 },
-	Versions: func(b *vendor.Backend) (gpumem.Version, error) {
+	PoolMaxSize:    func(b *native.Backend) bool { return b.RuntimeVersion >= hip6 },
+	Versions: func(b *native.Backend) (gpumem.Version, error) {
 		d, err := b.Int32(symtab.DriverGetVersion)
 		if err != nil {
 			return gpumem.Version{}, err
@@ -103,7 +114,7 @@ var dialect = vendor.Dialect{
 	},
 }
 
-func start(b *vendor.Backend) error {
+func start(b *native.Backend) error {
 	r, err := b.Raw(symtab.Init, 0)
 	if err != nil {
 		return err
@@ -140,7 +151,7 @@ func start(b *vendor.Backend) error {
 	return nil
 }
 
-func errorName(b *vendor.Backend, code int) string {
+func errorName(b *native.Backend, code int) string {
 	r, err := b.Raw(symtab.GetErrorName, uintptr(uint32(int32(code))))
 	if err != nil {
 		return ""
@@ -148,26 +159,26 @@ func errorName(b *vendor.Backend, code int) string {
 	return ccall.GoString(r)
 }
 
-func writeAllocProp(b *vendor.Backend, buf *[vendor.AllocPropSize]byte, dev int32) {
-	*buf = [vendor.AllocPropSize]byte{}
+func writeAllocProp(b *native.Backend, buf *[native.AllocPropSize]byte, dev int32) {
+	*buf = [native.AllocPropSize]byte{}
 	put := func(off int, v int32) { *(*int32)(unsafe.Pointer(&buf[off])) = v }
 	if b.RuntimeVersion < hip6 {
 		// HIP 5.x: compressionType@0 (uchar), location{type@4, id@8},
 		// requestedHandleType@12, type@16, usage@20, win32HandleMetaData@24.
-		put(4, vendor.LocationTypeDevice)
+		put(4, native.LocationTypeDevice)
 		put(8, dev)
-		put(16, vendor.AllocationTypePinned)
+		put(16, native.AllocationTypePinned)
 		return
 	}
 	// HIP 6+: type@0, requestedHandleType@4, location{type@8, id@12},
 	// win32HandleMetaData@16, allocFlags@24.
-	put(0, vendor.AllocationTypePinned)
-	put(8, vendor.LocationTypeDevice)
+	put(0, native.AllocationTypePinned)
+	put(8, native.LocationTypeDevice)
 	put(12, dev)
 }
 
 // ErrorName loads the HIP runtime library (without initialising it) and
 // returns its name for a hipError_t (hipGetErrorName).
 func ErrorName(library string, code int) (string, error) {
-	return vendor.LibraryErrorName(&dialect, vendor.DL, library, code)
+	return native.LibraryErrorName(&dialect, native.DL, library, code)
 }

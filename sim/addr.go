@@ -265,35 +265,6 @@ func (r *rangeSet) isBoundary(a uint64) bool {
 	return ok
 }
 
-// removeExact removes the free range [start, start+size) if it is exactly one
-// free range and reports whether it did.
-func (r *rangeSet) removeExact(start, size uint64) bool {
-	f, ok := r.byStart[start]
-	if !ok || f.size != size {
-		return false
-	}
-	r.unlink(f)
-	r.recycle(f)
-	return true
-}
-
-// largest returns the size of the largest free range.
-func (r *rangeSet) largest() uint64 {
-	var best uint64
-	for c := nClasses - 1; c >= 0; c-- {
-		if r.heads[c] == nil {
-			continue
-		}
-		for f := r.heads[c]; f != nil; f = f.next {
-			if f.size > best {
-				best = f.size
-			}
-		}
-		return best
-	}
-	return 0
-}
-
 // treap is a randomized balanced tree of objects keyed by start address.
 // It is intrusive: the links live in the objects (an object is in at most
 // one treap), so inserting allocates nothing.

@@ -5,6 +5,7 @@ import (
 	"syscall"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/symtab"
 )
 
 // Capture records the work queued on a capturing stream (and on streams
@@ -82,7 +83,7 @@ func (g *GPU) leaveCapture(st *stream) {
 // is one that CUDA 13 refuses then (measured on an H200: cuMemAlloc,
 // cuMemFree, cuMemHostAlloc, cuStreamSynchronize and cuEventSynchronize of
 // other streams' work).
-func (g *GPU) unsafeDuringCapture(m method, d *device) error {
+func (g *GPU) unsafeDuringCapture(m symtab.Op, d *device) error {
 	if len(g.captures) == 0 {
 		return nil
 	}
@@ -94,14 +95,14 @@ func (g *GPU) unsafeDuringCapture(m method, d *device) error {
 		}
 	}
 	if hit {
-		return errf(m, codeStreamCaptureUnsupported, "not permitted while a global-mode stream capture is active")
+		return errf(m, symtab.CUDAStreamCaptureUnsupported, "not permitted while a global-mode stream capture is active")
 	}
 	return nil
 }
 
 // captureOnDevice fails (and invalidates) when any capture is active on d:
 // cuCtxSynchronize refuses then whatever the mode.
-func (g *GPU) captureOnDevice(m method, d *device) error {
+func (g *GPU) captureOnDevice(m symtab.Op, d *device) error {
 	var hit bool
 	for _, c := range g.captures {
 		if c.status == captureActive && c.origin.dev == d {
@@ -110,14 +111,14 @@ func (g *GPU) captureOnDevice(m method, d *device) error {
 		}
 	}
 	if hit {
-		return errf(m, codeStreamCaptureUnsupported, "device %d has a capturing stream", d.ord)
+		return errf(m, symtab.CUDAStreamCaptureUnsupported, "device %d has a capturing stream", d.ord)
 	}
 	return nil
 }
 
 // legacyCaptureCheck fails when work on d's legacy stream would synchronize
 // with a capturing blocking stream (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
-func (g *GPU) legacyCaptureCheck(m method, d *device) error {
+func (g *GPU) legacyCaptureCheck(m symtab.Op, d *device) error {
 	var hit bool
 	for _, c := range g.captures {
 		if c.status != captureEnded {
@@ -130,7 +131,7 @@ func (g *GPU) legacyCaptureCheck(m method, d *device) error {
 		}
 	}
 	if hit {
-		return errf(m, codeStreamCaptureImplicit, "the legacy default stream would synchronize with a capturing stream")
+		return errf(m, symtab.CUDAStreamCaptureImplicit, "the legacy default stream would synchronize with a capturing stream")
 	}
 	return nil
 }
@@ -139,7 +140,7 @@ func (g *GPU) legacyCaptureCheck(m method, d *device) error {
 func (g *GPU) captureOp(st *stream, o *op) error {
 	c := st.cap
 	if c.status == captureInvalidated {
-		return errf(o.m, codeStreamCaptureInvalidated, "the capture on %v was invalidated", st.handle())
+		return errf(o.m, symtab.CUDAStreamCaptureInvalidated, "the capture on %v was invalidated", st.handle())
 	}
 	n := *o
 	n.deps, n.uses, n.fromGraph = nil, nil, true
@@ -152,7 +153,7 @@ func (g *GPU) captureOp(st *stream, o *op) error {
 func (g *GPU) captureRecord(st *stream, ev *event) error {
 	c := st.cap
 	if c.status == captureInvalidated {
-		return errf(mEventRecord, codeStreamCaptureInvalidated, "the capture on %v was invalidated", st.handle())
+		return errf(symtab.EventRecord, symtab.CUDAStreamCaptureInvalidated, "the capture on %v was invalidated", st.handle())
 	}
 	ev.gen++
 	ev.s, ev.seq, ev.timed = nil, 0, false
@@ -165,7 +166,7 @@ func (g *GPU) captureWait(st *stream, ev *event) error {
 	switch {
 	case c.status == captureInvalidated:
 		g.invalidate(st.cap)
-		return errf(mStreamWaitEvent, codeStreamCaptureInvalidated, "the event's capture was invalidated")
+		return errf(symtab.StreamWaitEvent, symtab.CUDAStreamCaptureInvalidated, "the event's capture was invalidated")
 	case st.cap == nil:
 		// A fork: st joins the capture.
 		st.cap = c
@@ -179,7 +180,7 @@ func (g *GPU) captureWait(st *stream, ev *event) error {
 	default:
 		g.invalidate(st.cap)
 		g.invalidate(c)
-		return errf(mStreamWaitEvent, codeStreamCaptureMerge, "cannot merge two independent captures")
+		return errf(symtab.StreamWaitEvent, symtab.CUDAStreamCaptureMerge, "cannot merge two independent captures")
 	}
 	return nil
 }
@@ -187,11 +188,11 @@ func (g *GPU) captureWait(st *stream, ev *event) error {
 // StreamBeginCapture starts capturing s. The legacy default stream cannot be
 // captured.
 func (g *GPU) StreamBeginCapture(s gpumem.Stream, mode gpumem.CaptureMode) error {
-	if err := g.enter(mStreamBeginCapture); err != nil {
+	if err := g.enter(symtab.StreamBeginCapture); err != nil {
 		return err
 	}
 	if mode < gpumem.CaptureModeGlobal || mode > gpumem.CaptureModeRelaxed {
-		return errf(mStreamBeginCapture, codeInvalidValue, "bad capture mode %d", int(mode))
+		return errf(symtab.StreamBeginCapture, symtab.CUDAInvalidValue, "bad capture mode %d", int(mode))
 	}
 	stk := g.callers(1)
 	// As the real backends: the goroutine stays on its OS thread until it
@@ -202,15 +203,15 @@ func (g *GPU) StreamBeginCapture(s gpumem.Stream, mode gpumem.CaptureMode) error
 func (g *GPU) beginCapture(s gpumem.Stream, mode gpumem.CaptureMode, stk stack) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st, err := g.lookupStream(mStreamBeginCapture, s)
+	st, err := g.lookupStream(symtab.StreamBeginCapture, s)
 	if err != nil {
 		return err
 	}
 	if st.legacy {
-		return errf(mStreamBeginCapture, codeStreamCaptureUnsupported, "the legacy default stream cannot be captured")
+		return errf(symtab.StreamBeginCapture, symtab.CUDAStreamCaptureUnsupported, "the legacy default stream cannot be captured")
 	}
 	if st.cap != nil {
-		return errf(mStreamBeginCapture, codeInvalidValue, "%v is already capturing", s)
+		return errf(symtab.StreamBeginCapture, symtab.CUDAInvalidValue, "%v is already capturing", s)
 	}
 	g.captureID++
 	c := &capture{id: g.captureID, origin: st, mode: mode, streams: map[*stream]int{st: -1},
@@ -227,7 +228,7 @@ func (g *GPU) beginCapture(s gpumem.Stream, mode gpumem.CaptureMode, stk stack) 
 // capture that was invalidated, or whose forked streams were not joined back
 // into s, fails and yields no graph.
 func (g *GPU) StreamEndCapture(s gpumem.Stream) (gpumem.Graph, error) {
-	if err := g.enter(mStreamEndCapture); err != nil {
+	if err := g.enter(symtab.StreamEndCapture); err != nil {
 		return gpumem.Graph{}, err
 	}
 	gr, err := g.endCapture(s)
@@ -245,26 +246,26 @@ func (g *GPU) StreamEndCapture(s gpumem.Stream) (gpumem.Graph, error) {
 func (g *GPU) endCapture(s gpumem.Stream) (gpumem.Graph, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st, err := g.lookupStream(mStreamEndCapture, s)
+	st, err := g.lookupStream(symtab.StreamEndCapture, s)
 	if err != nil {
 		return gpumem.Graph{}, err
 	}
 	c := st.cap
 	if c == nil {
-		return gpumem.Graph{}, errf(mStreamEndCapture, codeInvalidValue, "%v is not capturing", s)
+		return gpumem.Graph{}, errf(symtab.StreamEndCapture, symtab.CUDAInvalidValue, "%v is not capturing", s)
 	}
 	if c.origin != st {
 		g.invalidate(c)
-		return gpumem.Graph{}, errf(mStreamEndCapture, codeStreamCaptureUnmatched, "the capture was begun on another stream")
+		return gpumem.Graph{}, errf(symtab.StreamEndCapture, symtab.CUDAStreamCaptureUnmatched, "the capture was begun on another stream")
 	}
 	code := 0
 	why := "capture on %v failed"
 	if c.mode != gpumem.CaptureModeRelaxed && syscall.Gettid() != c.tid {
 		// As CUDA 13 does: refused, and the capture is over, with no graph.
-		code = codeStreamCaptureWrongThread
+		code = symtab.CUDAStreamCaptureWrongThread
 		why = "the capture of %v was begun in global or thread-local mode on another OS thread; it is dropped"
 	} else if c.status == captureInvalidated {
-		code = codeStreamCaptureInvalidated
+		code = symtab.CUDAStreamCaptureInvalidated
 	} else {
 		for o, last := range c.streams {
 			if o == st || last < 0 {
@@ -277,7 +278,7 @@ func (g *GPU) endCapture(s gpumem.Stream) (gpumem.Graph, error) {
 				x = x.joinedTo
 			}
 			if x != st {
-				code = codeStreamCaptureUnjoined
+				code = symtab.CUDAStreamCaptureUnjoined
 			}
 		}
 	}
@@ -290,7 +291,7 @@ func (g *GPU) endCapture(s gpumem.Stream) (gpumem.Graph, error) {
 	gr := c.graph
 	if code != 0 {
 		g.discardGraph(gr)
-		return gpumem.Graph{}, errf(mStreamEndCapture, code, why, s)
+		return gpumem.Graph{}, errf(symtab.StreamEndCapture, code, why, s)
 	}
 	g.graphs[gr.h] = gr
 	return gpumem.Graph{Handle: gr.h, Device: gr.dev.ord}, nil
@@ -307,12 +308,12 @@ func (g *GPU) discardGraph(gr *graph) {
 // StreamCaptureInfo reports whether s is capturing, the capture's id and
 // the graph being built.
 func (g *GPU) StreamCaptureInfo(s gpumem.Stream) (gpumem.CaptureInfo, error) {
-	if err := g.enter(mStreamCaptureInfo); err != nil {
+	if err := g.enter(symtab.StreamCaptureInfo); err != nil {
 		return gpumem.CaptureInfo{}, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st, err := g.lookupStream(mStreamCaptureInfo, s)
+	st, err := g.lookupStream(symtab.StreamCaptureInfo, s)
 	if err != nil {
 		return gpumem.CaptureInfo{}, err
 	}
@@ -328,18 +329,18 @@ func (g *GPU) StreamCaptureInfo(s gpumem.Stream) (gpumem.CaptureInfo, error) {
 
 // captureAlloc makes a graph memory node: the address is fixed now, the
 // memory is allocated when a launch reaches the node.
-func (g *GPU) captureAlloc(m method, p *pool, size, n uint64, st *stream) (gpumem.Ptr, error) {
+func (g *GPU) captureAlloc(m symtab.Op, p *pool, size, n uint64, st *stream) (gpumem.Ptr, error) {
 	c := st.cap
 	if c.status == captureInvalidated {
-		return 0, errf(m, codeStreamCaptureInvalidated, "the capture on %v was invalidated", st.handle())
+		return 0, errf(m, symtab.CUDAStreamCaptureInvalidated, "the capture on %v was invalidated", st.handle())
 	}
 	d := p.dev
 	if n > d.cfg.Capacity {
-		return 0, vendorErr(m, codeOutOfMemory)
+		return 0, vendorErr(m, symtab.CUDAOutOfMemory)
 	}
 	start, ok := d.va.alloc(n)
 	if !ok {
-		return 0, vendorErr(m, codeOutOfMemory)
+		return 0, vendorErr(m, symtab.CUDAOutOfMemory)
 	}
 	o := g.newObject(objGraphAlloc, start, n, size, d.ord, g.callers(2))
 	o.graph = c.graph
@@ -359,21 +360,21 @@ func (g *GPU) captureAlloc(m method, p *pool, size, n uint64, st *stream) (gpume
 func (g *GPU) freeGraphOrCaptured(st *stream, o *object) error {
 	if st.cap != nil {
 		if st.cap.status == captureInvalidated {
-			return errf(mFreeAsync, codeStreamCaptureInvalidated, "the capture on %v was invalidated", st.handle())
+			return errf(symtab.FreeAsync, symtab.CUDAStreamCaptureInvalidated, "the capture on %v was invalidated", st.handle())
 		}
 		if o.kind == objGraphAlloc && o.graph == st.cap.graph {
 			st.cap.graph.freed[o] = true
 		} else {
 			delete(g.allocs, o.start)
 		}
-		return g.captureOp(st, &op{kind: opGraphFree, m: mFreeAsync, obj: o})
+		return g.captureOp(st, &op{kind: opGraphFree, m: symtab.FreeAsync, obj: o})
 	}
 	// A graph allocation freed outside its graph, after a launch.
 	if !o.outstanding() {
-		return errf(mFreeAsync, codeInvalidValue, "%s is not allocated (launch its graph first)", o.describe())
+		return errf(symtab.FreeAsync, symtab.CUDAInvalidValue, "%s is not allocated (launch its graph first)", o.describe())
 	}
 	o.owned = false
-	return g.enqueue(st, &op{kind: opGraphFree, m: mFreeAsync, obj: o})
+	return g.enqueue(st, &op{kind: opGraphFree, m: symtab.FreeAsync, obj: o})
 }
 
 func (o *object) outstanding() bool { return o.owned }
@@ -435,10 +436,10 @@ func (g *GPU) dropGraphAlloc(o *object) {
 	d.va.release(o.start, o.size)
 }
 
-func (g *GPU) lookupGraph(m method, h gpumem.Graph) (*graph, error) {
+func (g *GPU) lookupGraph(m symtab.Op, h gpumem.Graph) (*graph, error) {
 	gr := g.graphs[h.Handle]
 	if gr == nil || gr.dev.ord != h.Device {
-		return nil, errf(m, codeInvalidValue, "graph(dev %d, %#x) is not a live graph", h.Device, h.Handle)
+		return nil, errf(m, symtab.CUDAInvalidValue, "graph(dev %d, %#x) is not a live graph", h.Device, h.Handle)
 	}
 	return gr, nil
 }
@@ -446,18 +447,18 @@ func (g *GPU) lookupGraph(m method, h gpumem.Graph) (*graph, error) {
 // GraphInstantiate makes an executable graph. A graph with allocation nodes
 // can have one instantiation at a time, as in CUDA.
 func (g *GPU) GraphInstantiate(h gpumem.Graph) (gpumem.GraphExec, error) {
-	if err := g.enter(mGraphInstantiate); err != nil {
+	if err := g.enter(symtab.GraphInstantiate); err != nil {
 		return gpumem.GraphExec{}, err
 	}
 	stk := g.callers(1)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	gr, err := g.lookupGraph(mGraphInstantiate, h)
+	gr, err := g.lookupGraph(symtab.GraphInstantiate, h)
 	if err != nil {
 		return gpumem.GraphExec{}, err
 	}
 	if len(gr.allocs) > 0 && gr.execs > 0 {
-		return gpumem.GraphExec{}, errf(mGraphInstantiate, codeInvalidValue, "a graph with allocation nodes may have only one instantiation at a time")
+		return gpumem.GraphExec{}, errf(symtab.GraphInstantiate, symtab.CUDAInvalidValue, "a graph with allocation nodes may have only one instantiation at a time")
 	}
 	ge := &graphExec{h: g.handle(), gr: gr, nodes: gr.nodes, uobjs: map[*userObject]uint32{}, stack: stk}
 	for uo, n := range gr.uobjs {
@@ -479,22 +480,22 @@ func (g *GPU) GraphInstantiate(h gpumem.Graph) (gpumem.GraphExec, error) {
 // not freed by the graph itself can be launched again only once that
 // allocation has been freed.
 func (g *GPU) GraphLaunch(h gpumem.GraphExec, s gpumem.Stream) error {
-	if err := g.enter(mGraphLaunch); err != nil {
+	if err := g.enter(symtab.GraphLaunch); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	ge := g.execs[h.Handle]
 	if ge == nil || ge.gr.dev.ord != h.Device {
-		return errf(mGraphLaunch, codeInvalidValue, "graphexec(dev %d, %#x) is not a live executable graph", h.Device, h.Handle)
+		return errf(symtab.GraphLaunch, symtab.CUDAInvalidValue, "graphexec(dev %d, %#x) is not a live executable graph", h.Device, h.Handle)
 	}
-	st, err := g.lookupStream(mGraphLaunch, s)
+	st, err := g.lookupStream(symtab.GraphLaunch, s)
 	if err != nil {
 		return err
 	}
 	for _, o := range ge.allocNoFree {
 		if o.owned || o.live {
-			return errf(mGraphLaunch, codeInvalidValue, "%s from the previous launch has not been freed", o.describe())
+			return errf(symtab.GraphLaunch, symtab.CUDAInvalidValue, "%s from the previous launch has not been freed", o.describe())
 		}
 	}
 	if st.cap != nil {
@@ -517,7 +518,7 @@ func (g *GPU) GraphLaunch(h gpumem.GraphExec, s gpumem.Stream) error {
 			return err
 		}
 	}
-	return g.enqueue(st, &op{kind: opGraphEnd, m: mGraphLaunch, ge: ge})
+	return g.enqueue(st, &op{kind: opGraphEnd, m: symtab.GraphLaunch, ge: ge})
 }
 
 func (g *GPU) graphEndRun(ge *graphExec) {
@@ -568,14 +569,14 @@ func runAll(fns []func()) {
 // GraphExecDestroy destroys an executable graph; launches still queued
 // complete first, and its user-object references are released after them.
 func (g *GPU) GraphExecDestroy(h gpumem.GraphExec) error {
-	if err := g.enter(mGraphExecDestroy); err != nil {
+	if err := g.enter(symtab.GraphExecDestroy); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	ge := g.execs[h.Handle]
 	if ge == nil || ge.gr.dev.ord != h.Device {
 		g.mu.Unlock()
-		return errf(mGraphExecDestroy, codeInvalidValue, "graphexec(dev %d, %#x) is not a live executable graph", h.Device, h.Handle)
+		return errf(symtab.GraphExecDestroy, symtab.CUDAInvalidValue, "graphexec(dev %d, %#x) is not a live executable graph", h.Device, h.Handle)
 	}
 	delete(g.execs, ge.h)
 	ge.destroyed = true
@@ -591,11 +592,11 @@ func (g *GPU) GraphExecDestroy(h gpumem.GraphExec) error {
 // GraphDestroy destroys a graph and releases its user-object references.
 // Executable graphs made from it stay valid.
 func (g *GPU) GraphDestroy(h gpumem.Graph) error {
-	if err := g.enter(mGraphDestroy); err != nil {
+	if err := g.enter(symtab.GraphDestroy); err != nil {
 		return err
 	}
 	g.mu.Lock()
-	gr, err := g.lookupGraph(mGraphDestroy, h)
+	gr, err := g.lookupGraph(symtab.GraphDestroy, h)
 	if err != nil {
 		g.mu.Unlock()
 		return err
@@ -620,14 +621,14 @@ func (g *GPU) GraphDestroy(h gpumem.Graph) error {
 // graphs and executable graphs that retained it), in the goroutine that
 // released it, with no lock held.
 func (g *GPU) UserObjectCreate(dev int, fn func()) (gpumem.UserObject, error) {
-	if err := g.enter(mUserObjectCreate); err != nil {
+	if err := g.enter(symtab.UserObjectCreate); err != nil {
 		return gpumem.UserObject{}, err
 	}
-	if _, err := g.device(mUserObjectCreate, dev); err != nil {
+	if _, err := g.device(symtab.UserObjectCreate, dev); err != nil {
 		return gpumem.UserObject{}, err
 	}
 	if fn == nil {
-		return gpumem.UserObject{}, errf(mUserObjectCreate, codeInvalidValue, "nil destructor")
+		return gpumem.UserObject{}, errf(symtab.UserObjectCreate, symtab.CUDAInvalidValue, "nil destructor")
 	}
 	stk := g.callers(1)
 	g.mu.Lock()
@@ -637,31 +638,31 @@ func (g *GPU) UserObjectCreate(dev int, fn func()) (gpumem.UserObject, error) {
 	return gpumem.UserObject{Handle: uo.h, Device: dev}, nil
 }
 
-func (g *GPU) lookupUserObject(m method, o gpumem.UserObject) (*userObject, error) {
+func (g *GPU) lookupUserObject(m symtab.Op, o gpumem.UserObject) (*userObject, error) {
 	uo := g.uobjs[o.Handle]
 	if uo == nil || uo.dev != o.Device {
-		return nil, errf(m, codeInvalidValue, "userobject(dev %d, %#x) is not a live user object", o.Device, o.Handle)
+		return nil, errf(m, symtab.CUDAInvalidValue, "userobject(dev %d, %#x) is not a live user object", o.Device, o.Handle)
 	}
 	return uo, nil
 }
 
 // UserObjectRelease releases count of the caller's references.
 func (g *GPU) UserObjectRelease(o gpumem.UserObject, count uint32) error {
-	if err := g.enter(mUserObjectRelease); err != nil {
+	if err := g.enter(symtab.UserObjectRelease); err != nil {
 		return err
 	}
 	if count == 0 {
-		return errf(mUserObjectRelease, codeInvalidValue, "count 0")
+		return errf(symtab.UserObjectRelease, symtab.CUDAInvalidValue, "count 0")
 	}
 	g.mu.Lock()
-	uo, err := g.lookupUserObject(mUserObjectRelease, o)
+	uo, err := g.lookupUserObject(symtab.UserObjectRelease, o)
 	if err != nil {
 		g.mu.Unlock()
 		return err
 	}
 	if int64(count) > uo.refs {
 		g.mu.Unlock()
-		return errf(mUserObjectRelease, codeInvalidValue, "releasing %d references of %d", count, uo.refs)
+		return errf(symtab.UserObjectRelease, symtab.CUDAInvalidValue, "releasing %d references of %d", count, uo.refs)
 	}
 	fns := g.dropRefs(uo, int64(count), nil)
 	g.mu.Unlock()
@@ -672,25 +673,25 @@ func (g *GPU) UserObjectRelease(o gpumem.UserObject, count uint32) error {
 // GraphRetainUserObject gives the graph count references to o; with move
 // they are taken from the caller's references.
 func (g *GPU) GraphRetainUserObject(h gpumem.Graph, o gpumem.UserObject, count uint32, move bool) error {
-	if err := g.enter(mGraphRetainUserObject); err != nil {
+	if err := g.enter(symtab.GraphRetainUserObject); err != nil {
 		return err
 	}
 	if count == 0 {
-		return errf(mGraphRetainUserObject, codeInvalidValue, "count 0")
+		return errf(symtab.GraphRetainUserObject, symtab.CUDAInvalidValue, "count 0")
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	gr, err := g.lookupGraph(mGraphRetainUserObject, h)
+	gr, err := g.lookupGraph(symtab.GraphRetainUserObject, h)
 	if err != nil {
 		return err
 	}
-	uo, err := g.lookupUserObject(mGraphRetainUserObject, o)
+	uo, err := g.lookupUserObject(symtab.GraphRetainUserObject, o)
 	if err != nil {
 		return err
 	}
 	if move {
 		if int64(count) > uo.refs {
-			return errf(mGraphRetainUserObject, codeInvalidValue, "moving %d references of %d", count, uo.refs)
+			return errf(symtab.GraphRetainUserObject, symtab.CUDAInvalidValue, "moving %d references of %d", count, uo.refs)
 		}
 	} else {
 		uo.refs += int64(count)

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/symtab"
 )
 
 // Migration counts the managed-memory bytes that moved, by direction, and
@@ -38,30 +39,30 @@ func locationOf(l int8) gpumem.Location {
 	return gpumem.Location{Kind: gpumem.LocationInvalid}
 }
 
-func (g *GPU) checkLocation(m method, l gpumem.Location) error {
+func (g *GPU) checkLocation(m symtab.Op, l gpumem.Location) error {
 	switch l.Kind {
 	case gpumem.LocationHost:
 		return nil
 	case gpumem.LocationDevice:
 		if l.Device < 0 || l.Device >= len(g.devs) || l.Device > 63 {
-			return errf(m, codeInvalidDevice, "no device %d", l.Device)
+			return errf(m, symtab.CUDAInvalidDevice, "no device %d", l.Device)
 		}
 		if g.devs[l.Device].cfg.NoManaged {
-			return errf(m, codeNotSupported, "device %d has no managed memory", l.Device)
+			return errf(m, symtab.CUDANotSupported, "device %d has no managed memory", l.Device)
 		}
 		return nil
 	}
-	return errf(m, codeInvalidValue, "invalid location")
+	return errf(m, symtab.CUDAInvalidValue, "invalid location")
 }
 
 // managedRange finds the managed allocation holding [a, a+n); lock held.
-func (g *GPU) managedRange(m method, a, n uint64) (*object, error) {
+func (g *GPU) managedRange(m symtab.Op, a, n uint64) (*object, error) {
 	o := g.spanAt(a)
 	if o == nil || o.kind != objManaged {
-		return nil, errf(m, codeInvalidValue, "%#x is not managed memory%s", a, g.hint(a))
+		return nil, errf(m, symtab.CUDAInvalidValue, "%#x is not managed memory%s", a, g.hint(a))
 	}
 	if n == 0 || a+n > o.end() || a+n < a {
-		return nil, errf(m, codeInvalidValue, "[%#x, +%d) is not inside %s", a, n, o.describe())
+		return nil, errf(m, symtab.CUDAInvalidValue, "[%#x, +%d) is not inside %s", a, n, o.describe())
 	}
 	return o, nil
 }
@@ -73,26 +74,26 @@ func (o *object) pageRange(a, n uint64) (int, int) {
 // Advise sets a usage hint on the managed pages of [p, p+size). The
 // coarse-grain advice exists on HIP only: CUDA_ERROR_NOT_SUPPORTED.
 func (g *GPU) Advise(p gpumem.Ptr, size uint64, advice gpumem.Advice, loc gpumem.Location) error {
-	if err := g.enter(mAdvise); err != nil {
+	if err := g.enter(symtab.Advise); err != nil {
 		return err
 	}
 	needLoc := advice == gpumem.AdviseSetPreferredLocation || advice == gpumem.AdviseSetAccessedBy || advice == gpumem.AdviseUnsetAccessedBy
 	switch advice {
 	case gpumem.AdviseSetCoarseGrain, gpumem.AdviseUnsetCoarseGrain:
-		return errf(mAdvise, codeNotSupported, "%v is a HIP advice", advice)
+		return errf(symtab.Advise, symtab.CUDANotSupported, "%v is a HIP advice", advice)
 	case gpumem.AdviseSetReadMostly, gpumem.AdviseUnsetReadMostly, gpumem.AdviseSetPreferredLocation,
 		gpumem.AdviseUnsetPreferredLocation, gpumem.AdviseSetAccessedBy, gpumem.AdviseUnsetAccessedBy:
 	default:
-		return errf(mAdvise, codeInvalidValue, "unknown advice %d", int(advice))
+		return errf(symtab.Advise, symtab.CUDAInvalidValue, "unknown advice %d", int(advice))
 	}
 	if needLoc {
-		if err := g.checkLocation(mAdvise, loc); err != nil {
+		if err := g.checkLocation(symtab.Advise, loc); err != nil {
 			return err
 		}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	o, err := g.managedRange(mAdvise, uint64(p), size)
+	o, err := g.managedRange(symtab.Advise, uint64(p), size)
 	if err != nil {
 		return err
 	}
@@ -124,23 +125,23 @@ func (g *GPU) Advise(p gpumem.Ptr, size uint64, advice gpumem.Advice, loc gpumem
 // Prefetch migrates the managed pages of [p, p+size) to loc when s reaches
 // it. A device with no room evicts other managed pages to the host first.
 func (g *GPU) Prefetch(p gpumem.Ptr, size uint64, loc gpumem.Location, s gpumem.Stream) error {
-	if err := g.enter(mPrefetch); err != nil {
+	if err := g.enter(symtab.Prefetch); err != nil {
 		return err
 	}
-	if err := g.checkLocation(mPrefetch, loc); err != nil {
+	if err := g.checkLocation(symtab.Prefetch, loc); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st, err := g.lookupStream(mPrefetch, s)
+	st, err := g.lookupStream(symtab.Prefetch, s)
 	if err != nil {
 		return err
 	}
-	o, err := g.managedRange(mPrefetch, uint64(p), size)
+	o, err := g.managedRange(symtab.Prefetch, uint64(p), size)
 	if err != nil {
 		return err
 	}
-	return g.enqueue(st, &op{kind: opPrefetch, m: mPrefetch, dst: uint64(p), size: size, loc: loc,
+	return g.enqueue(st, &op{kind: opPrefetch, m: symtab.Prefetch, dst: uint64(p), size: size, loc: loc,
 		uses: []use{{obj: o, addr: uint64(p), size: size}}, dev: st.dev.ord})
 }
 
@@ -245,15 +246,15 @@ func (g *GPU) evict(d *device, need uint64, except *object) {
 // range; a range whose pages disagree, or that has none, gives a Location of
 // kind LocationInvalid (CUDA's CU_DEVICE_INVALID).
 func (g *GPU) RangeLocation(p gpumem.Ptr, size uint64, attr gpumem.RangeAttribute) (gpumem.Location, error) {
-	if err := g.enter(mRangeLocation); err != nil {
+	if err := g.enter(symtab.RangeLocation); err != nil {
 		return gpumem.Location{}, err
 	}
 	if attr != gpumem.RangePreferredLocation && attr != gpumem.RangeLastPrefetchLocation {
-		return gpumem.Location{}, errf(mRangeLocation, codeInvalidValue, "unknown range attribute %d", int(attr))
+		return gpumem.Location{}, errf(symtab.RangeLocation, symtab.CUDAInvalidValue, "unknown range attribute %d", int(attr))
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	o, err := g.managedRange(mRangeLocation, uint64(p), size)
+	o, err := g.managedRange(symtab.RangeLocation, uint64(p), size)
 	if err != nil {
 		return gpumem.Location{}, err
 	}

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/symtab"
 )
 
 type objKind uint8
@@ -86,21 +87,21 @@ func (o *object) describe() string {
 func roundUp(x, a uint64) uint64 { return (x + a - 1) &^ (a - 1) }
 
 // checkSize rejects zero sizes and sizes that cannot fit in the address space.
-func checkSize(m method, size uint64) error {
+func checkSize(m symtab.Op, size uint64) error {
 	if size == 0 {
-		return errf(m, codeInvalidValue, "size 0")
+		return errf(m, symtab.CUDAInvalidValue, "size 0")
 	}
 	if size > 1<<56 {
-		return errf(m, codeOutOfMemory, "size %d is beyond any device", size)
+		return errf(m, symtab.CUDAOutOfMemory, "size %d is beyond any device", size)
 	}
 	return nil
 }
 
-func (g *GPU) oom(m method, d *device, size uint64) error {
+func (g *GPU) oom(m symtab.Op, d *device, size uint64) error {
 	// Exactly what the driver returns: no wrapping.
 	_ = d
 	_ = size
-	return vendorErr(m, codeOutOfMemory)
+	return vendorErr(m, symtab.CUDAOutOfMemory)
 }
 
 // fits reports whether n more bytes fit on d, evicting managed pages if need be.
@@ -131,30 +132,30 @@ func (g *GPU) newObject(kind objKind, start, size, req uint64, dev int, st stack
 // bytes; a size the device cannot hold fails as the driver does, with
 // CUDA_ERROR_OUT_OF_MEMORY.
 func (g *GPU) Malloc(dev int, size uint64) (gpumem.Ptr, error) {
-	if err := g.enter(mMalloc); err != nil {
+	if err := g.enter(symtab.Malloc); err != nil {
 		return 0, err
 	}
-	d, err := g.device(mMalloc, dev)
+	d, err := g.device(symtab.Malloc, dev)
 	if err != nil {
 		return 0, err
 	}
-	if err := checkSize(mMalloc, size); err != nil {
+	if err := checkSize(symtab.Malloc, size); err != nil {
 		return 0, err
 	}
 	st := g.callers(1)
 	rs := roundUp(size, Alignment)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if err := g.unsafeDuringCapture(mMalloc, d); err != nil {
+	if err := g.unsafeDuringCapture(symtab.Malloc, d); err != nil {
 		return 0, err
 	}
 	if rs > d.cfg.Capacity || !g.reserve(d, rs) {
-		return 0, g.oom(mMalloc, d, size)
+		return 0, g.oom(symtab.Malloc, d, size)
 	}
 	start, ok := d.va.alloc(rs)
 	if !ok {
 		d.used -= rs
-		return 0, g.oom(mMalloc, d, size)
+		return 0, g.oom(symtab.Malloc, d, size)
 	}
 	o := g.newObject(objDevice, start, rs, size, dev, st)
 	g.allocs[start] = o
@@ -167,16 +168,16 @@ func (g *GPU) Malloc(dev int, size uint64) (gpumem.Ptr, error) {
 // before the Free never sees freed memory. Freeing anything else, or twice,
 // is CUDA_ERROR_INVALID_VALUE; freeing 0 does nothing, as in CUDA.
 func (g *GPU) Free(dev int, p gpumem.Ptr) error {
-	if err := g.enter(mFree); err != nil {
+	if err := g.enter(symtab.Free); err != nil {
 		return err
 	}
-	d, err := g.device(mFree, dev)
+	d, err := g.device(symtab.Free, dev)
 	if err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if err := g.unsafeDuringCapture(mFree, d); err != nil {
+	if err := g.unsafeDuringCapture(symtab.Free, d); err != nil {
 		return err
 	}
 	if p == 0 {
@@ -184,12 +185,12 @@ func (g *GPU) Free(dev int, p gpumem.Ptr) error {
 	}
 	o := g.allocs[uint64(p)]
 	if o == nil || (o.kind != objDevice && o.kind != objManaged) {
-		return errf(mFree, codeInvalidValue, "%#x is not a live allocation of Malloc or MallocManaged%s", uint64(p), g.hint(uint64(p)))
+		return errf(symtab.Free, symtab.CUDAInvalidValue, "%#x is not a live allocation of Malloc or MallocManaged%s", uint64(p), g.hint(uint64(p)))
 	}
 	if o.kind == objDevice && o.dev != dev {
-		return errf(mFree, codeInvalidValue, "%#x belongs to device %d, not %d", uint64(p), o.dev, dev)
+		return errf(symtab.Free, symtab.CUDAInvalidValue, "%#x belongs to device %d, not %d", uint64(p), o.dev, dev)
 	}
-	if err := g.syncDevice(mFree, d); err != nil {
+	if err := g.syncDevice(symtab.Free, d); err != nil {
 		return err
 	}
 	g.freeObject(o)
@@ -239,25 +240,25 @@ func (g *GPU) freeObject(o *object) {
 // MallocHost allocates pinned host memory (cuMemHostAlloc, portable),
 // addressable by every device and, through HostBytes, by the program.
 func (g *GPU) MallocHost(size uint64) (gpumem.Ptr, error) {
-	if err := g.enter(mMallocHost); err != nil {
+	if err := g.enter(symtab.MallocHost); err != nil {
 		return 0, err
 	}
-	if err := checkSize(mMallocHost, size); err != nil {
+	if err := checkSize(symtab.MallocHost, size); err != nil {
 		return 0, err
 	}
 	if size > maxHostAlloc {
-		return 0, vendorErr(mMallocHost, codeOutOfMemory)
+		return 0, vendorErr(symtab.MallocHost, symtab.CUDAOutOfMemory)
 	}
 	st := g.callers(1)
 	rs := roundUp(size, Alignment)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if err := g.unsafeDuringCapture(mMallocHost, nil); err != nil {
+	if err := g.unsafeDuringCapture(symtab.MallocHost, nil); err != nil {
 		return 0, err
 	}
 	start, ok := g.hostVA.alloc(rs)
 	if !ok {
-		return 0, vendorErr(mMallocHost, codeOutOfMemory)
+		return 0, vendorErr(symtab.MallocHost, symtab.CUDAOutOfMemory)
 	}
 	o := g.newObject(objHost, start, rs, size, -1, st)
 	if rs <= contiguousLimit {
@@ -270,12 +271,12 @@ func (g *GPU) MallocHost(size uint64) (gpumem.Ptr, error) {
 
 // FreeHost frees pinned host memory; freeing 0 does nothing, as in CUDA.
 func (g *GPU) FreeHost(p gpumem.Ptr) error {
-	if err := g.enter(mFreeHost); err != nil {
+	if err := g.enter(symtab.FreeHost); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if err := g.unsafeDuringCapture(mFreeHost, nil); err != nil {
+	if err := g.unsafeDuringCapture(symtab.FreeHost, nil); err != nil {
 		return err
 	}
 	if p == 0 {
@@ -283,10 +284,10 @@ func (g *GPU) FreeHost(p gpumem.Ptr) error {
 	}
 	o := g.allocs[uint64(p)]
 	if o == nil || o.kind != objHost {
-		return errf(mFreeHost, codeInvalidValue, "%#x is not a live MallocHost allocation%s", uint64(p), g.hint(uint64(p)))
+		return errf(symtab.FreeHost, symtab.CUDAInvalidValue, "%#x is not a live MallocHost allocation%s", uint64(p), g.hint(uint64(p)))
 	}
 	for _, d := range g.devs {
-		if err := g.syncDevice(mFreeHost, d); err != nil {
+		if err := g.syncDevice(symtab.FreeHost, d); err != nil {
 			return err
 		}
 	}
@@ -318,21 +319,21 @@ func (o *object) pageBytes(i int) uint64 {
 // pages are populated on first touch and move with Prefetch, kernels
 // (Launch) and host access (HostBytes).
 func (g *GPU) MallocManaged(dev int, size uint64) (gpumem.Ptr, error) {
-	if err := g.enter(mMallocManaged); err != nil {
+	if err := g.enter(symtab.MallocManaged); err != nil {
 		return 0, err
 	}
-	d, err := g.device(mMallocManaged, dev)
+	d, err := g.device(symtab.MallocManaged, dev)
 	if err != nil {
 		return 0, err
 	}
 	if d.cfg.NoManaged {
-		return 0, errf(mMallocManaged, codeNotSupported, "device %d has no managed memory", dev)
+		return 0, errf(symtab.MallocManaged, symtab.CUDANotSupported, "device %d has no managed memory", dev)
 	}
-	if err := checkSize(mMallocManaged, size); err != nil {
+	if err := checkSize(symtab.MallocManaged, size); err != nil {
 		return 0, err
 	}
 	if size > maxManagedAlloc {
-		return 0, vendorErr(mMallocManaged, codeOutOfMemory)
+		return 0, vendorErr(symtab.MallocManaged, symtab.CUDAOutOfMemory)
 	}
 	st := g.callers(1)
 	rs := roundUp(size, Alignment)
@@ -340,7 +341,7 @@ func (g *GPU) MallocManaged(dev int, size uint64) (gpumem.Ptr, error) {
 	defer g.mu.Unlock()
 	start, ok := g.managedVA.alloc(roundUp(rs, d.cfg.ManagedPageSize))
 	if !ok {
-		return 0, vendorErr(mMallocManaged, codeOutOfMemory)
+		return 0, vendorErr(symtab.MallocManaged, symtab.CUDAOutOfMemory)
 	}
 	o := g.newObject(objManaged, start, rs, size, dev, st)
 	o.mps = d.cfg.ManagedPageSize
@@ -390,19 +391,19 @@ type use struct {
 // the device that will touch it (-1: the host); kernel says whether a kernel
 // touches it directly, which needs peer access to other devices' memory.
 // Lock held.
-func (g *GPU) resolve(m method, a, n uint64, dev int, kernel bool) ([]use, error) {
+func (g *GPU) resolve(m symtab.Op, a, n uint64, dev int, kernel bool) ([]use, error) {
 	if n == 0 {
 		return nil, nil
 	}
 	if a == 0 || a+n < a {
-		return nil, errf(m, codeInvalidValue, "bad range [%#x, +%d)", a, n)
+		return nil, errf(m, symtab.CUDAInvalidValue, "bad range [%#x, +%d)", a, n)
 	}
 	end := a + n
 	var uses []use
 	for cur := a; cur < end; {
 		o := g.spanAt(cur)
 		if o == nil {
-			return nil, errf(m, codeInvalidValue, "%#x is not in any allocation", cur)
+			return nil, errf(m, symtab.CUDAInvalidValue, "%#x is not in any allocation", cur)
 		}
 		inner := o
 		segEnd := min(end, o.end())
@@ -410,25 +411,25 @@ func (g *GPU) resolve(m method, a, n uint64, dev int, kernel bool) ([]use, error
 		case objPoolChunk:
 			s := o.subAt(cur)
 			if s == nil {
-				return nil, errf(m, codeInvalidValue, "%#x lies in a pool's memory but in no live allocation", cur)
+				return nil, errf(m, symtab.CUDAInvalidValue, "%#x lies in a pool's memory but in no live allocation", cur)
 			}
 			if end > s.end() {
-				return nil, errf(m, codeInvalidValue, "range [%#x, %#x) runs past the end of %s", a, end, s.describe())
+				return nil, errf(m, symtab.CUDAInvalidValue, "range [%#x, %#x) runs past the end of %s", a, end, s.describe())
 			}
 			inner = s
 			if kernel && dev >= 0 && dev != o.dev && o.pool.access[dev] == gpumem.AccessNone {
-				return nil, errf(m, codeInvalidValue, "device %d has no access to %s (MemPoolSetAccess)", dev, s.describe())
+				return nil, errf(m, symtab.CUDAInvalidValue, "device %d has no access to %s (MemPoolSetAccess)", dev, s.describe())
 			}
 		case objMapping:
 			if dev >= 0 && o.access[dev] == gpumem.AccessNone {
-				return nil, errf(m, codeInvalidValue, "device %d has no access to %s (MemSetAccess)", dev, o.describe())
+				return nil, errf(m, symtab.CUDAInvalidValue, "device %d has no access to %s (MemSetAccess)", dev, o.describe())
 			}
 		default:
 			if end > o.end() {
-				return nil, errf(m, codeInvalidValue, "range [%#x, %#x) runs past the end of %s", a, end, o.describe())
+				return nil, errf(m, symtab.CUDAInvalidValue, "range [%#x, %#x) runs past the end of %s", a, end, o.describe())
 			}
 			if kernel && dev >= 0 && (o.kind == objDevice || o.kind == objGraphAlloc) && o.dev != dev && !g.devs[dev].peer[o.dev] {
-				return nil, errf(m, codeInvalidValue, "device %d has no peer access to %s (EnablePeerAccess)", dev, o.describe())
+				return nil, errf(m, symtab.CUDAInvalidValue, "device %d has no peer access to %s (EnablePeerAccess)", dev, o.describe())
 			}
 		}
 		if g.tags.n > 0 {
@@ -614,7 +615,7 @@ func (g *GPU) Tag(p gpumem.Ptr, size uint64, owner uint64) error {
 	if size == 0 || a+size < a {
 		return fmt.Errorf("sim: Tag: bad range [%#x, +%d): %w", a, size, gpumem.ErrInvalidValue)
 	}
-	if _, err := g.resolve(mLaunch, a, size, -1, false); err != nil {
+	if _, err := g.resolve(symtab.Launch, a, size, -1, false); err != nil {
 		return fmt.Errorf("sim: Tag: %w", err)
 	}
 	if t := g.tags.floor(a + size - 1); t != nil && t.end() > a {
@@ -650,7 +651,7 @@ func (g *GPU) Untag(p gpumem.Ptr) error {
 func (g *GPU) UntagAsync(p gpumem.Ptr, s gpumem.Stream) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st, err := g.lookupStream(mLaunch, s)
+	st, err := g.lookupStream(symtab.Launch, s)
 	if err != nil {
 		return fmt.Errorf("sim: UntagAsync: %w", err)
 	}
@@ -663,7 +664,7 @@ func (g *GPU) UntagAsync(p gpumem.Ptr, s gpumem.Stream) error {
 		t.freed = true
 		return nil
 	}
-	return g.enqueue(st, &op{kind: opUntag, m: mLaunch, obj: t})
+	return g.enqueue(st, &op{kind: opUntag, m: symtab.Launch, obj: t})
 }
 
 // dropTags removes the tags inside a range being freed.

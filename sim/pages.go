@@ -117,9 +117,6 @@ func (ps *pageStore) dropPage(k, off, size uint64) {
 	clear(p[lo-ps0 : hi-ps0])
 }
 
-// bytes returns how much host memory the store holds.
-func (ps *pageStore) bytes() uint64 { return uint64(len(ps.pages)) * pageSize }
-
 func allZero(b []byte) bool {
 	for _, c := range b {
 		if c != 0 {

@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/symtab"
 )
 
 // A pool reserves chunks of its device's memory (whole multiples of the
@@ -54,31 +55,31 @@ func (g *GPU) newPool(d *device, isDefault bool, maxSize uint64) *pool {
 	return p
 }
 
-func (g *GPU) lookupPool(m method, mp gpumem.MemPool) (*pool, error) {
+func (g *GPU) lookupPool(m symtab.Op, mp gpumem.MemPool) (*pool, error) {
 	p := g.pools[mp.Handle]
 	if p == nil || p.destroyed || p.dev.ord != mp.Device {
-		return nil, errf(m, codeInvalidValue, "mempool(dev %d, %#x) is not a live pool", mp.Device, mp.Handle)
+		return nil, errf(m, symtab.CUDAInvalidValue, "mempool(dev %d, %#x) is not a live pool", mp.Device, mp.Handle)
 	}
 	return p, nil
 }
 
-func (g *GPU) poolsSupported(m method, dev int) (*device, error) {
+func (g *GPU) poolsSupported(m symtab.Op, dev int) (*device, error) {
 	d, err := g.device(m, dev)
 	if err != nil {
 		return nil, err
 	}
 	if d.cfg.NoPools {
-		return nil, errf(m, codeNotSupported, "device %d has no stream-ordered pools", dev)
+		return nil, errf(m, symtab.CUDANotSupported, "device %d has no stream-ordered pools", dev)
 	}
 	return d, nil
 }
 
 // DefaultMemPool returns the device's default pool (the pool MallocAsync uses).
 func (g *GPU) DefaultMemPool(dev int) (gpumem.MemPool, error) {
-	if err := g.enter(mDefaultMemPool); err != nil {
+	if err := g.enter(symtab.DefaultMemPool); err != nil {
 		return gpumem.MemPool{}, err
 	}
-	d, err := g.poolsSupported(mDefaultMemPool, dev)
+	d, err := g.poolsSupported(symtab.DefaultMemPool, dev)
 	if err != nil {
 		return gpumem.MemPool{}, err
 	}
@@ -87,10 +88,10 @@ func (g *GPU) DefaultMemPool(dev int) (gpumem.MemPool, error) {
 
 // MemPoolCreate creates a pool on props.Device with a release threshold of 0.
 func (g *GPU) MemPoolCreate(props gpumem.PoolProps) (gpumem.MemPool, error) {
-	if err := g.enter(mMemPoolCreate); err != nil {
+	if err := g.enter(symtab.MemPoolCreate); err != nil {
 		return gpumem.MemPool{}, err
 	}
-	d, err := g.poolsSupported(mMemPoolCreate, props.Device)
+	d, err := g.poolsSupported(symtab.MemPoolCreate, props.Device)
 	if err != nil {
 		return gpumem.MemPool{}, err
 	}
@@ -105,17 +106,17 @@ func (g *GPU) MemPoolCreate(props gpumem.PoolProps) (gpumem.MemPool, error) {
 // MemPoolDestroy destroys a created pool. Allocations still live keep their
 // memory until they are freed, as with cuMemPoolDestroy.
 func (g *GPU) MemPoolDestroy(mp gpumem.MemPool) error {
-	if err := g.enter(mMemPoolDestroy); err != nil {
+	if err := g.enter(symtab.MemPoolDestroy); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	p, err := g.lookupPool(mMemPoolDestroy, mp)
+	p, err := g.lookupPool(symtab.MemPoolDestroy, mp)
 	if err != nil {
 		return err
 	}
 	if p.isDefault {
-		return errf(mMemPoolDestroy, codeInvalidValue, "the default pool cannot be destroyed")
+		return errf(symtab.MemPoolDestroy, symtab.CUDAInvalidValue, "the default pool cannot be destroyed")
 	}
 	p.destroyed = true
 	delete(g.pools, p.h)
@@ -127,12 +128,12 @@ func (g *GPU) MemPoolDestroy(mp gpumem.MemPool) error {
 // current values are read-only; their high-water marks accept only 0, which
 // resets them to the current value.
 func (g *GPU) MemPoolSetAttribute(mp gpumem.MemPool, a gpumem.PoolAttribute, v uint64) error {
-	if err := g.enter(mMemPoolSetAttribute); err != nil {
+	if err := g.enter(symtab.MemPoolSetAttribute); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	p, err := g.lookupPool(mMemPoolSetAttribute, mp)
+	p, err := g.lookupPool(symtab.MemPoolSetAttribute, mp)
 	if err != nil {
 		return err
 	}
@@ -147,7 +148,7 @@ func (g *GPU) MemPoolSetAttribute(mp gpumem.MemPool, a gpumem.PoolAttribute, v u
 		p.reuseInternal = v != 0
 	case gpumem.PoolReservedMemHigh, gpumem.PoolUsedMemHigh:
 		if v != 0 {
-			return errf(mMemPoolSetAttribute, codeInvalidValue, "%v can only be reset with 0", a)
+			return errf(symtab.MemPoolSetAttribute, symtab.CUDAInvalidValue, "%v can only be reset with 0", a)
 		}
 		if a == gpumem.PoolReservedMemHigh {
 			p.reservedHigh = p.reserved
@@ -155,7 +156,7 @@ func (g *GPU) MemPoolSetAttribute(mp gpumem.MemPool, a gpumem.PoolAttribute, v u
 			p.usedHigh = p.used
 		}
 	default:
-		return errf(mMemPoolSetAttribute, codeInvalidValue, "%v cannot be set", a)
+		return errf(symtab.MemPoolSetAttribute, symtab.CUDAInvalidValue, "%v cannot be set", a)
 	}
 	return nil
 }
@@ -167,19 +168,19 @@ func (g *GPU) MemPoolSetAttribute(mp gpumem.MemPool, a gpumem.PoolAttribute, v u
 // allocations whose free the stream has not reached yet (CUDA counts the
 // requested sizes, not the rounded ones).
 func (g *GPU) MemPoolGetAttribute(mp gpumem.MemPool, a gpumem.PoolAttribute) (uint64, error) {
-	if err := g.enter(mMemPoolGetAttribute); err != nil {
+	if err := g.enter(symtab.MemPoolGetAttribute); err != nil {
 		return 0, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	p, err := g.lookupPool(mMemPoolGetAttribute, mp)
+	p, err := g.lookupPool(symtab.MemPoolGetAttribute, mp)
 	if err != nil {
 		return 0, err
 	}
 	// CUDA 13 refuses a pool query while a global-mode capture is active
 	// and invalidates the capture (measured on an H200 with
 	// PoolReservedMemCurrent).
-	if err := g.unsafeDuringCapture(mMemPoolGetAttribute, p.dev); err != nil {
+	if err := g.unsafeDuringCapture(symtab.MemPoolGetAttribute, p.dev); err != nil {
 		return 0, err
 	}
 	b := func(x bool) uint64 {
@@ -206,18 +207,18 @@ func (g *GPU) MemPoolGetAttribute(mp gpumem.MemPool, a gpumem.PoolAttribute) (ui
 	case gpumem.PoolUsedMemHigh:
 		return p.usedHigh, nil
 	}
-	return 0, errf(mMemPoolGetAttribute, codeInvalidValue, "unknown pool attribute %v", a)
+	return 0, errf(symtab.MemPoolGetAttribute, symtab.CUDAInvalidValue, "unknown pool attribute %v", a)
 }
 
 // MemPoolTrimTo releases chunks with no allocation in them until the pool
 // reserves at most keep bytes (or no such chunk is left).
 func (g *GPU) MemPoolTrimTo(mp gpumem.MemPool, keep uint64) error {
-	if err := g.enter(mMemPoolTrimTo); err != nil {
+	if err := g.enter(symtab.MemPoolTrimTo); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	p, err := g.lookupPool(mMemPoolTrimTo, mp)
+	p, err := g.lookupPool(symtab.MemPoolTrimTo, mp)
 	if err != nil {
 		return err
 	}
@@ -228,29 +229,29 @@ func (g *GPU) MemPoolTrimTo(mp gpumem.MemPool, keep uint64) error {
 // MemPoolSetAccess grants device dev access to the pool's memory. The
 // pool's own device always has read-write access.
 func (g *GPU) MemPoolSetAccess(mp gpumem.MemPool, dev int, a gpumem.Access) error {
-	if err := g.enter(mMemPoolSetAccess); err != nil {
+	if err := g.enter(symtab.MemPoolSetAccess); err != nil {
 		return err
 	}
-	if _, err := g.device(mMemPoolSetAccess, dev); err != nil {
+	if _, err := g.device(symtab.MemPoolSetAccess, dev); err != nil {
 		return err
 	}
 	if a < gpumem.AccessNone || a > gpumem.AccessReadWrite {
-		return errf(mMemPoolSetAccess, codeInvalidValue, "bad access %d", int(a))
+		return errf(symtab.MemPoolSetAccess, symtab.CUDAInvalidValue, "bad access %d", int(a))
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	p, err := g.lookupPool(mMemPoolSetAccess, mp)
+	p, err := g.lookupPool(symtab.MemPoolSetAccess, mp)
 	if err != nil {
 		return err
 	}
 	if dev == p.dev.ord {
 		if a != gpumem.AccessReadWrite {
-			return errf(mMemPoolSetAccess, codeInvalidValue, "the pool's own device keeps read-write access")
+			return errf(symtab.MemPoolSetAccess, symtab.CUDAInvalidValue, "the pool's own device keeps read-write access")
 		}
 		return nil
 	}
 	if !g.peerPossible(dev, p.dev.ord) {
-		return errf(mMemPoolSetAccess, codePeerAccessUnsupported, "device %d cannot access device %d", dev, p.dev.ord)
+		return errf(symtab.MemPoolSetAccess, symtab.CUDAPeerAccessUnsupported, "device %d cannot access device %d", dev, p.dev.ord)
 	}
 	p.access[dev] = a
 	return nil
@@ -258,15 +259,15 @@ func (g *GPU) MemPoolSetAccess(mp gpumem.MemPool, dev int, a gpumem.Access) erro
 
 // MemPoolGetAccess reports device dev's access to the pool's memory.
 func (g *GPU) MemPoolGetAccess(mp gpumem.MemPool, dev int) (gpumem.Access, error) {
-	if err := g.enter(mMemPoolGetAccess); err != nil {
+	if err := g.enter(symtab.MemPoolGetAccess); err != nil {
 		return 0, err
 	}
-	if _, err := g.device(mMemPoolGetAccess, dev); err != nil {
+	if _, err := g.device(symtab.MemPoolGetAccess, dev); err != nil {
 		return 0, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	p, err := g.lookupPool(mMemPoolGetAccess, mp)
+	p, err := g.lookupPool(symtab.MemPoolGetAccess, mp)
 	if err != nil {
 		return 0, err
 	}
@@ -275,41 +276,41 @@ func (g *GPU) MemPoolGetAccess(mp gpumem.MemPool, dev int) (gpumem.Access, error
 
 // MallocAsync allocates from the device's default pool, ordered on s.
 func (g *GPU) MallocAsync(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
-	if err := g.enter(mMallocAsync); err != nil {
+	if err := g.enter(symtab.MallocAsync); err != nil {
 		return 0, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st, err := g.lookupStream(mMallocAsync, s)
+	st, err := g.lookupStream(symtab.MallocAsync, s)
 	if err != nil {
 		return 0, err
 	}
 	if st.dev.cfg.NoPools {
-		return 0, errf(mMallocAsync, codeNotSupported, "device %d has no stream-ordered pools", st.dev.ord)
+		return 0, errf(symtab.MallocAsync, symtab.CUDANotSupported, "device %d has no stream-ordered pools", st.dev.ord)
 	}
-	return g.poolAlloc(mMallocAsync, st.dev.curPool, size, st)
+	return g.poolAlloc(symtab.MallocAsync, st.dev.curPool, size, st)
 }
 
 // MallocFromPoolAsync allocates from pool p, ordered on s.
 func (g *GPU) MallocFromPoolAsync(size uint64, mp gpumem.MemPool, s gpumem.Stream) (gpumem.Ptr, error) {
-	if err := g.enter(mMallocFromPoolAsync); err != nil {
+	if err := g.enter(symtab.MallocFromPoolAsync); err != nil {
 		return 0, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st, err := g.lookupStream(mMallocFromPoolAsync, s)
+	st, err := g.lookupStream(symtab.MallocFromPoolAsync, s)
 	if err != nil {
 		return 0, err
 	}
-	p, err := g.lookupPool(mMallocFromPoolAsync, mp)
+	p, err := g.lookupPool(symtab.MallocFromPoolAsync, mp)
 	if err != nil {
 		return 0, err
 	}
-	return g.poolAlloc(mMallocFromPoolAsync, p, size, st)
+	return g.poolAlloc(symtab.MallocFromPoolAsync, p, size, st)
 }
 
 // poolAlloc allocates size bytes from p for work ordered on st; lock held.
-func (g *GPU) poolAlloc(m method, p *pool, size uint64, st *stream) (gpumem.Ptr, error) {
+func (g *GPU) poolAlloc(m symtab.Op, p *pool, size uint64, st *stream) (gpumem.Ptr, error) {
 	if err := checkSize(m, size); err != nil {
 		return 0, err
 	}
@@ -368,7 +369,7 @@ func (g *GPU) takePending(p *pool, n uint64, st *stream) (uint64, bool, bool) {
 // grow reserves a new chunk for an allocation of n bytes: a multiple of the
 // device's PoolGranularity (32 MiB, as CUDA 13's pools grow on an H200), or
 // of its Granularity when that much does not fit.
-func (g *GPU) grow(m method, p *pool, n uint64) (uint64, error) {
+func (g *GPU) grow(m symtab.Op, p *pool, n uint64) (uint64, error) {
 	d := p.dev
 	if a, ok := g.growTail(p, n); ok {
 		return a, nil
@@ -378,18 +379,18 @@ func (g *GPU) grow(m method, p *pool, n uint64) (uint64, error) {
 		cs = roundUp(n, d.cfg.Granularity)
 	}
 	if p.maxSize > 0 && p.reserved+cs > p.maxSize {
-		return 0, vendorErr(m, codeOutOfMemory)
+		return 0, vendorErr(m, symtab.CUDAOutOfMemory)
 	}
 	if !g.reserve(d, cs) {
 		g.releaseChunks(p, 0)
 		if !g.reserve(d, cs) {
-			return 0, vendorErr(m, codeOutOfMemory)
+			return 0, vendorErr(m, symtab.CUDAOutOfMemory)
 		}
 	}
 	start, ok := d.va.alloc(cs)
 	if !ok {
 		d.used -= cs
-		return 0, vendorErr(m, codeOutOfMemory)
+		return 0, vendorErr(m, symtab.CUDAOutOfMemory)
 	}
 	g.addChunk(p, start, cs)
 	a, _ := p.free.allocBest(n)
@@ -507,18 +508,18 @@ func removeSub(c *object, o *object) {
 // queued on s before it may still use the memory, and MallocAsync on s (or
 // on streams ordered after it by an event) may reuse it at once.
 func (g *GPU) FreeAsync(ptr gpumem.Ptr, s gpumem.Stream) error {
-	if err := g.enter(mFreeAsync); err != nil {
+	if err := g.enter(symtab.FreeAsync); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st, err := g.lookupStream(mFreeAsync, s)
+	st, err := g.lookupStream(symtab.FreeAsync, s)
 	if err != nil {
 		return err
 	}
 	o := g.allocs[uint64(ptr)]
 	if o == nil || (o.kind != objPoolAlloc && o.kind != objGraphAlloc) {
-		return errf(mFreeAsync, codeInvalidValue, "%#x is not a live stream-ordered allocation%s", uint64(ptr), g.hint(uint64(ptr)))
+		return errf(symtab.FreeAsync, symtab.CUDAInvalidValue, "%#x is not a live stream-ordered allocation%s", uint64(ptr), g.hint(uint64(ptr)))
 	}
 	if st.cap != nil || o.kind == objGraphAlloc {
 		return g.freeGraphOrCaptured(st, o)
@@ -534,7 +535,7 @@ func (g *GPU) FreeAsync(ptr gpumem.Ptr, s gpumem.Stream) error {
 	}
 	pf := &pfree{o: o, inChunk: true, start: o.start, size: o.size, s: st, seq: st.enq + 1, idx: len(p.pending)}
 	p.pending = append(p.pending, pf)
-	return g.enqueue(st, &op{kind: opFree, m: mFreeAsync, obj: o, pf: pf})
+	return g.enqueue(st, &op{kind: opFree, m: symtab.FreeAsync, obj: o, pf: pf})
 }
 
 // completeFree runs when a stream reaches a FreeAsync; lock held.

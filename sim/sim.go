@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/capthread"
+	"github.com/gpumem/gpumem/internal/symtab"
 )
 
 // DeviceConfig describes one simulated device. Zero fields take the defaults
@@ -115,9 +116,9 @@ type GPU struct {
 	violations []Violation
 	migrated   Migration
 
-	calls    [nMethods]atomic.Int64
+	calls    [symtab.NumOps]atomic.Int64
 	faultMu  sync.Mutex
-	faults   [nMethods][]fault
+	faults   [symtab.NumOps][]fault
 	anyFault atomic.Bool
 }
 
@@ -227,33 +228,41 @@ func NewDefault() *GPU {
 func pow2(x uint64) bool { return x != 0 && x&(x-1) == 0 }
 
 func init() {
-	gpumem.Register("sim", func(library string) (gpumem.Backend, error) {
-		n := 1
-		if s := strings.TrimSpace(os.Getenv("GPUMEM_SIM_DEVICES")); s != "" {
-			v, err := strconv.Atoi(s)
-			if err != nil || v < 1 || v > MaxDevices {
-				return nil, fmt.Errorf("sim: GPUMEM_SIM_DEVICES=%q: want a device count from 1 to 64: %w", s, gpumem.ErrInvalidValue)
-			}
-			n = v
+	gpumem.Register(gpumem.Registration{Name: "sim", Open: openFromEnv, FormatVersion: formatVersion})
+}
+
+// formatVersion formats a version in CUDA's numbering, which the simulator
+// reports (12020 is "12.2").
+func formatVersion(v int) string { return fmt.Sprintf("%d.%d", v/1000, v%1000/10) }
+
+// openFromEnv is gpumem.Open's way into the simulator: the machine
+// GPUMEM_SIM_DEVICES and GPUMEM_SIM_CAPACITY describe.
+func openFromEnv(_ string) (gpumem.Backend, error) {
+	n := 1
+	if s := strings.TrimSpace(os.Getenv("GPUMEM_SIM_DEVICES")); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 || v > MaxDevices {
+			return nil, fmt.Errorf("sim: GPUMEM_SIM_DEVICES=%q: want a device count from 1 to 64: %w", s, gpumem.ErrInvalidValue)
 		}
-		var capacity uint64
-		if s := strings.TrimSpace(os.Getenv("GPUMEM_SIM_CAPACITY")); s != "" {
-			v, err := strconv.ParseUint(s, 10, 64)
-			if err != nil || v == 0 {
-				return nil, fmt.Errorf("sim: GPUMEM_SIM_CAPACITY=%q: want a byte count: %w", s, gpumem.ErrInvalidValue)
-			}
-			capacity = v
+		n = v
+	}
+	var capacity uint64
+	if s := strings.TrimSpace(os.Getenv("GPUMEM_SIM_CAPACITY")); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || v == 0 {
+			return nil, fmt.Errorf("sim: GPUMEM_SIM_CAPACITY=%q: want a byte count: %w", s, gpumem.ErrInvalidValue)
 		}
-		cfg := Config{Devices: make([]DeviceConfig, n)}
-		for i := range cfg.Devices {
-			cfg.Devices[i].Capacity = capacity
-		}
-		return New(cfg)
-	})
+		capacity = v
+	}
+	cfg := Config{Devices: make([]DeviceConfig, n)}
+	for i := range cfg.Devices {
+		cfg.Devices[i].Capacity = capacity
+	}
+	return New(cfg)
 }
 
 // enter counts a call of m and reports ErrClosed or an injected fault.
-func (g *GPU) enter(m method) error {
+func (g *GPU) enter(m symtab.Op) error {
 	n := g.calls[m].Add(1)
 	if g.anyFault.Load() {
 		if err := g.takeFault(m, n); err != nil {
@@ -261,12 +270,12 @@ func (g *GPU) enter(m method) error {
 		}
 	}
 	if g.closed.Load() {
-		return errf(m, codeDeinitialized, "the simulated GPU is closed")
+		return errf(m, symtab.CUDADeinitialized, "the simulated GPU is closed")
 	}
 	return nil
 }
 
-func (g *GPU) takeFault(m method, n int64) error {
+func (g *GPU) takeFault(m symtab.Op, n int64) error {
 	g.faultMu.Lock()
 	defer g.faultMu.Unlock()
 	fs := g.faults[m]
@@ -325,14 +334,14 @@ func (g *GPU) Calls(op string) int {
 }
 
 // Name returns "sim".
-func (g *GPU) Name() string { g.calls[mName].Add(1); return "sim" }
+func (g *GPU) Name() string { g.calls[symtab.Name].Add(1); return "sim" }
 
 // Library returns "": the simulator loads no library.
-func (g *GPU) Library() string { g.calls[mLibrary].Add(1); return "" }
+func (g *GPU) Library() string { g.calls[symtab.Library].Add(1); return "" }
 
 // Version reports driver and runtime version 13000 (CUDA 13.0).
 func (g *GPU) Version() (gpumem.Version, error) {
-	if err := g.enter(mVersion); err != nil {
+	if err := g.enter(symtab.DriverGetVersion); err != nil {
 		return gpumem.Version{}, err
 	}
 	return gpumem.Version{Driver: 13000, Runtime: 13000}, nil
@@ -341,7 +350,7 @@ func (g *GPU) Version() (gpumem.Version, error) {
 // ErrorName returns CUDA's name for a status code ("CUDA_ERROR_OUT_OF_MEMORY"
 // for 2), or "" for a code it does not know.
 func (g *GPU) ErrorName(code int) string {
-	g.calls[mErrorName].Add(1)
+	g.calls[symtab.GetErrorName].Add(1)
 	return errorName(code)
 }
 
@@ -349,13 +358,13 @@ func (g *GPU) ErrorName(code int) string {
 // every later call returns an error matching ErrClosed. Leaks and Violations
 // still answer after Close.
 func (g *GPU) Close() error {
-	if err := g.enter(mClose); err != nil {
+	if err := g.enter(symtab.Close); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	if g.closed.Swap(true) {
 		g.mu.Unlock()
-		return errf(mClose, codeDeinitialized, "closed twice")
+		return errf(symtab.Close, symtab.CUDADeinitialized, "closed twice")
 	}
 	g.cond.Broadcast()
 	g.mu.Unlock()
@@ -373,16 +382,16 @@ func (g *GPU) id() uint64 {
 	return g.nextID
 }
 
-func (g *GPU) device(m method, dev int) (*device, error) {
+func (g *GPU) device(m symtab.Op, dev int) (*device, error) {
 	if dev < 0 || dev >= len(g.devs) {
-		return nil, errf(m, codeInvalidDevice, "device %d does not exist (the machine has %d)", dev, len(g.devs))
+		return nil, errf(m, symtab.CUDAInvalidDevice, "device %d does not exist (the machine has %d)", dev, len(g.devs))
 	}
 	return g.devs[dev], nil
 }
 
 // DeviceCount reports the number of devices.
 func (g *GPU) DeviceCount() (int, error) {
-	if err := g.enter(mDeviceCount); err != nil {
+	if err := g.enter(symtab.DeviceGetCount); err != nil {
 		return 0, err
 	}
 	return len(g.devs), nil
@@ -390,10 +399,10 @@ func (g *GPU) DeviceCount() (int, error) {
 
 // DeviceName reports the configured name of dev.
 func (g *GPU) DeviceName(dev int) (string, error) {
-	if err := g.enter(mDeviceName); err != nil {
+	if err := g.enter(symtab.DeviceName); err != nil {
 		return "", err
 	}
-	d, err := g.device(mDeviceName, dev)
+	d, err := g.device(symtab.DeviceName, dev)
 	if err != nil {
 		return "", err
 	}
@@ -404,10 +413,10 @@ func (g *GPU) DeviceName(dev int) (string, error) {
 // multiprocessors, unified addressing), with managed memory, pools and the
 // virtual memory API reported as the device's configuration says.
 func (g *GPU) DeviceAttribute(dev int, a gpumem.Attribute) (int, error) {
-	if err := g.enter(mDeviceAttribute); err != nil {
+	if err := g.enter(symtab.DeviceAttribute); err != nil {
 		return 0, err
 	}
-	d, err := g.device(mDeviceAttribute, dev)
+	d, err := g.device(symtab.DeviceAttribute, dev)
 	if err != nil {
 		return 0, err
 	}
@@ -451,17 +460,17 @@ func (g *GPU) DeviceAttribute(dev int, a gpumem.Attribute) (int, error) {
 	case gpumem.AttrL2CacheSize:
 		return 60 << 20, nil
 	}
-	return 0, errf(mDeviceAttribute, codeInvalidValue, "unknown attribute %v", a)
+	return 0, errf(symtab.DeviceAttribute, symtab.CUDAInvalidValue, "unknown attribute %v", a)
 }
 
 // MemInfo reports free and total device memory. Used memory counts Malloc,
 // the pools' reserves, MemCreate, graph allocations and managed memory
 // resident on the device.
 func (g *GPU) MemInfo(dev int) (free, total uint64, err error) {
-	if err := g.enter(mMemInfo); err != nil {
+	if err := g.enter(symtab.MemInfo); err != nil {
 		return 0, 0, err
 	}
-	d, err := g.device(mMemInfo, dev)
+	d, err := g.device(symtab.MemInfo, dev)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/gpumem/gpumem/driver"
 	"github.com/gpumem/gpumem/hip"
 	"github.com/gpumem/gpumem/internal/ccall"
+	"github.com/gpumem/gpumem/internal/native"
 	"github.com/gpumem/gpumem/internal/symtab"
-	"github.com/gpumem/gpumem/internal/vendor"
 )
 
 func openGPU(t testing.TB, name string) gpumem.Backend {
@@ -140,7 +140,7 @@ var gpuCtxOut uintptr
 func BenchmarkGPUCtxGetCurrent(b *testing.B) {
 	be := openGPU(b, "cuda")
 	defer be.Close()
-	vb := be.(*vendor.Backend)
+	vb := be.(*native.Backend)
 	fn := vb.Fn(symtab.GetCurrent)
 	p := uintptr(unsafe.Pointer(&gpuCtxOut))
 	b.Run("backend(set+get)", func(b *testing.B) {
@@ -217,7 +217,7 @@ var gpuCaptureOut [4]uint64
 func BenchmarkGPUCaptureQuery(b *testing.B) {
 	be := openGPU(b, "cuda")
 	defer be.Close()
-	vb := be.(*vendor.Backend)
+	vb := be.(*native.Backend)
 	s, err := be.StreamCreate(0, gpumem.StreamNonBlocking, 0)
 	if err != nil {
 		b.Fatal(err)
@@ -256,7 +256,7 @@ func BenchmarkGPUCaptureQuery(b *testing.B) {
 func TestGPUGuardedCalls(t *testing.T) {
 	be := openGPU(t, "cuda")
 	defer be.Close()
-	vb := be.(*vendor.Backend)
+	vb := be.(*native.Backend)
 	if !vb.GuardedCalls() {
 		t.Fatal("cuStreamIsCapturing did not resolve")
 	}

@@ -8,15 +8,11 @@ import (
 	"github.com/gpumem/gpumem"
 )
 
-// Hooks that the files wiring in the simulator and the vendor symbol tables
-// set from init, so that this command builds whatever is linked in.
-var (
-	// openSim opens a simulated machine of devices devices of capacity bytes each.
-	openSim func(devices int, capacity uint64) (gpumem.Backend, error)
-	// symbolTables resolve a vendor's symbol table against a library ("" for
-	// the default candidates) without initialising it.
-	symbolTables = map[string]func(library string) (gpumem.SymbolReport, error){}
-)
+// openSim opens a simulated machine of devices devices of capacity bytes
+// each: a hook that the file wiring in the simulator sets from init, so that
+// this command builds whatever is linked in. Every other backend is reached
+// through its gpumem.Registration.
+var openSim func(devices int, capacity uint64) (gpumem.Backend, error)
 
 // defaultSimCapacity is an H200's memory.
 const defaultSimCapacity = 140 << 30
@@ -50,9 +46,44 @@ func openSimulator(devices int, capacity uint64) (gpumem.Backend, error) {
 }
 
 func checkBackendName(name string) error {
-	switch name {
-	case "", "auto", "cuda", "hip", "sim":
+	if name == "" || name == "auto" {
 		return nil
 	}
-	return usagef("unknown backend %q (want cuda, hip, sim or auto)", name)
+	if _, ok := gpumem.Lookup(name); ok {
+		return nil
+	}
+	return usagef("unknown backend %q (want %s or auto)", name, strings.Join(backendNames(false), ", "))
+}
+
+// backendNames lists the registered backends for messages and usage lines:
+// those auto tries, in its order, then the others by name. withSymbols keeps
+// only the backends with a symbol table.
+func backendNames(withSymbols bool) []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, r := range gpumem.AutoOrder() {
+		seen[r.Name] = true
+		if !withSymbols || r.Symbols != nil {
+			names = append(names, r.Name)
+		}
+	}
+	for _, n := range gpumem.Registered() {
+		r, _ := gpumem.Lookup(n)
+		if !seen[n] && (!withSymbols || r.Symbols != nil) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// libraryEnvs lists the registered backends' library variables, in
+// backendNames order.
+func libraryEnvs() []string {
+	var envs []string
+	for _, n := range backendNames(false) {
+		if r, _ := gpumem.Lookup(n); r.LibraryEnv != "" {
+			envs = append(envs, r.LibraryEnv)
+		}
+	}
+	return envs
 }

@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/gpumem/gpumem"
 )
 
-const infoUsage = "usage: gpumem info [--backend cuda|hip|sim|auto] [--library PATH] [--sim-devices N] [--json]\n"
+var infoUsage = "usage: gpumem info [--backend " + strings.Join(backendNames(false), "|") + "|auto] [--library PATH] [--sim-devices N] [--json]\n"
 
 // deviceInfo is one device in info's report.
 type deviceInfo struct {
@@ -39,8 +40,8 @@ type infoReport struct {
 
 func cmdInfo(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("info", infoUsage, stderr)
-	backend := fs.String("backend", "", "backend: cuda, hip, sim or auto (default: GPUMEM_BACKEND, else auto)")
-	library := fs.String("library", "", "vendor library file to load (default: GPUMEM_CUDA_LIBRARY / GPUMEM_HIP_LIBRARY, else the usual names)")
+	backend := fs.String("backend", "", "backend: "+strings.Join(backendNames(false), ", ")+" or auto (default: GPUMEM_BACKEND, else auto)")
+	library := fs.String("library", "", "vendor library file to load (default: "+strings.Join(libraryEnvs(), " / ")+", else the usual names)")
 	simDevices := fs.Int("sim-devices", 1, "number of simulated devices (with --backend sim)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	pos, code, ok := parseCommand(fs, args)
@@ -197,16 +198,17 @@ func orDash(s string) string {
 	return s
 }
 
-// versionString decodes a vendor version number: CUDA's 1000*major +
-// 10*minor, HIP's 10000000*major + 100000*minor + patch.
+// versionString decodes a version number in the backend's numbering
+// (Registration.FormatVersion: CUDA's 1000*major + 10*minor, HIP's
+// 10000000*major + 100000*minor + patch), with the number after it.
 func versionString(backend string, v int) string {
-	switch {
-	case v <= 0:
+	if v <= 0 {
 		return "unknown"
-	case backend == "hip" && v >= 10000000:
-		return fmt.Sprintf("%d.%d.%d (%d)", v/10000000, v/100000%100, v%100000, v)
-	case backend != "hip":
-		return fmt.Sprintf("%d.%d (%d)", v/1000, v%1000/10, v)
+	}
+	if r, ok := gpumem.Lookup(backend); ok && r.FormatVersion != nil {
+		if s := r.FormatVersion(v); s != "" {
+			return fmt.Sprintf("%s (%d)", s, v)
+		}
 	}
 	return fmt.Sprint(v)
 }

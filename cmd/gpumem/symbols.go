@@ -3,17 +3,22 @@ package main
 import (
 	"fmt"
 	"io"
-	"sort"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/gpumem/gpumem"
 )
 
-const symbolsUsage = "usage: gpumem symbols [--backend cuda|hip] [--library PATH] [--json]\n"
+var symbolsUsage = "usage: gpumem symbols [--backend " + strings.Join(backendNames(true), "|") + "] [--library PATH] [--json]\n"
 
 func cmdSymbols(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("symbols", symbolsUsage, stderr)
-	backend := fs.String("backend", "cuda", "vendor: cuda or hip")
+	vendors := backendNames(true)
+	def := ""
+	if len(vendors) > 0 {
+		def = vendors[0]
+	}
+	backend := fs.String("backend", def, "vendor: "+strings.Join(vendors, " or "))
 	library := fs.String("library", "", "library file to resolve against (default: the usual names)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	pos, code, ok := parseCommand(fs, args)
@@ -23,19 +28,11 @@ func cmdSymbols(args []string, stdout, stderr io.Writer) int {
 	if len(pos) > 0 {
 		return fail(stderr, symbolsUsage, usagef("symbols takes no arguments (got %q)", pos))
 	}
-	if *backend != "cuda" && *backend != "hip" {
-		return fail(stderr, symbolsUsage, usagef("symbols: --backend must be cuda or hip (got %q)", *backend))
+	reg, ok := gpumem.Lookup(*backend)
+	if !ok || reg.Symbols == nil {
+		return fail(stderr, symbolsUsage, usagef("symbols: --backend must be %s (got %q)", strings.Join(vendors, " or "), *backend))
 	}
-	resolve, ok := symbolTables[*backend]
-	if !ok {
-		linked := make([]string, 0, len(symbolTables))
-		for k := range symbolTables {
-			linked = append(linked, k)
-		}
-		sort.Strings(linked)
-		return fail(stderr, symbolsUsage, fmt.Errorf("gpumem: the %s backend is not linked into this build (linked: %v): %w", *backend, linked, gpumem.ErrNotSupported))
-	}
-	rep, err := resolve(*library)
+	rep, err := reg.Symbols(*library)
 	if err != nil {
 		return fail(stderr, symbolsUsage, err)
 	}

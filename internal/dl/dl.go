@@ -47,37 +47,12 @@ type Library struct {
 }
 
 // Attempt is one candidate that failed to load and the loader's reason.
-type Attempt struct {
-	Name    string // the candidate as given
-	Message string // the dlopen error message
-}
+type Attempt = gpumem.LoadAttempt
 
 // LoadError reports that no candidate library could be loaded. It matches
-// gpumem.ErrLibraryNotFound.
-type LoadError struct {
-	Tried []Attempt
-}
-
-// Error lists every candidate tried with the loader's message for it.
-func (e *LoadError) Error() string {
-	if len(e.Tried) == 0 {
-		return "dl: no library candidates given"
-	}
-	var b strings.Builder
-	b.WriteString("dl: cannot load ")
-	for i, a := range e.Tried {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(a.Name)
-		b.WriteString(": ")
-		b.WriteString(a.Message)
-	}
-	return b.String()
-}
-
-// Is matches gpumem.ErrLibraryNotFound.
-func (e *LoadError) Is(target error) bool { return target == gpumem.ErrLibraryNotFound }
+// gpumem.ErrLibraryNotFound. It is gpumem.LoadError, so that users inspect it
+// with errors.As from the public package.
+type LoadError = gpumem.LoadError
 
 // SymbolError reports a symbol the library does not export. It matches
 // gpumem.ErrNotSupported.

@@ -8,7 +8,7 @@
 // allocator must do around it. Asked as a separate backend call, the
 // question costs a transition into the vendor library of its own; a
 // backend that implements Backend asks it in the same transition as the
-// call (internal/vendor does, through ccall.CallGuard6), and the simulator
+// call (internal/native does, through ccall.CallGuard6), and the simulator
 // implements it for tests.
 package guard
 

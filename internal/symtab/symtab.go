@@ -1,52 +1,130 @@
-// Package symtab is the symbol table of the vendor backends, as data: one row
-// per operation with its CUDA driver symbol and its HIP runtime symbol, in the
-// manner of hipify's tables. The CUDA and HIP backends share one
-// implementation (internal/vendor) and differ only in the column of this table
-// they read and in their translation of enums, structs and error codes.
+// Package symtab holds the tables of the vendor libraries, as data. A Table
+// is one library's functions: one Row per function with each vendor's symbol,
+// in the manner of hipify's tables. The CUDA and HIP backends share one
+// implementation (internal/native) and differ only in the column of a table
+// they read and in their translation of enums, structs and status codes.
+// Driver is the table of the CUDA driver API and the HIP runtime; the tables
+// of run-time compilers, BLAS, collectives and telemetry are Tables too.
 //
 // # Columns
 //
-//   - Op: the project's name for the operation: the gpumem.Backend method, or
-//     an internal operation (Init, SetCurrent, ...).
-//   - CUDA: the exact, version-correct driver symbol (the _v2 names where the
-//     driver has them). It is what dlsym looks up; cuGetProcAddress is asked
-//     for its base name (CUDABase) at version CUDAVersion, which selects the
-//     same ABI.
-//   - HIP: the HIP runtime symbol.
-//   - Required: the allocators cannot work without it; Open fails, naming it,
-//     when the library lacks it. A missing optional symbol makes only its
-//     operation fail with an error matching gpumem.ErrNotSupported.
+// Every per-vendor column is an array indexed by Vendor:
 //
-// An empty vendor column means the operation does not exist for that vendor
-// (the backend reports ErrNotSupported, or has no need of it).
+//   - Op: the project's name for the function: the gpumem.Backend method, or
+//     an internal operation (Init, SetCurrent, ...).
+//   - Symbol[v]: the exact, version-correct symbol (CUDA's _v2 names where
+//     the driver has them). It is what dlsym looks up; CUDA's
+//     cuGetProcAddress is asked for its base name (Base) at version ABI[v],
+//     which selects the same ABI.
+//   - Required[v]: the allocators cannot work without it; Open fails, naming
+//     it, when the library lacks it. A missing optional symbol makes only its
+//     operation fail with an error matching gpumem.ErrNotSupported.
+//   - ABI[v]: the library version whose signature the project calls.
+//
+// An empty symbol means the function does not exist for that vendor (the
+// backend reports ErrNotSupported, or has no need of it). A few rows have no
+// symbol for any vendor: operations the backends answer themselves (Name,
+// Library, Close, CopyToDevice), given ids so that everything indexed by Op
+// (the simulator's call counters and fault injection) has one id space.
+//
+// # Status codes
+//
+// Statuses holds one table of status codes per vendor (number, header name,
+// the gpumem sentinel it means), read by the backends, the simulator (which
+// speaks CUDA's codes) and the header tests.
 package symtab
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
-// Op identifies a row; rows are stored in Op order (Rows[op].ID == op).
-type Op int
+// Vendor selects a column of a table: every row holds one symbol, one
+// required flag and one ABI version per vendor, in arrays indexed by Vendor.
+type Vendor int
 
-// Row is one operation.
-type Row struct {
-	ID           Op
-	Op           string // the project's name: a Backend method or an internal op
-	CUDA         string // CUDA driver symbol, exact (dlsym) name
-	CUDAVersion  int    // CUDA version (1000*major+10*minor) whose ABI CUDA is; asked of cuGetProcAddress
-	HIP          string // HIP runtime symbol
-	RequiredCUDA bool   // Open fails without the CUDA symbol
-	RequiredHIP  bool   // Open fails without the HIP symbol
-	Notes        string
+// Vendors.
+const (
+	CUDA Vendor = iota
+	HIP
+
+	NumVendors // the number of vendor columns
+)
+
+var vendorNames = [NumVendors]string{CUDA: "cuda", HIP: "hip"}
+
+// String returns the vendor's backend name ("cuda", "hip").
+func (v Vendor) String() string {
+	if v < 0 || v >= NumVendors {
+		return "vendor(" + strconv.Itoa(int(v)) + ")"
+	}
+	return vendorNames[v]
 }
 
-// CUDABase is the name cuGetProcAddress expects: the symbol without its
-// _v2/_v3 suffix (the requested version picks the variant).
-func (r Row) CUDABase() string {
+// Op identifies a row of a table; a table's rows are stored in Op order
+// (Rows[op].ID == op).
+type Op int
+
+// Row is one function of a library, in every vendor's dialect.
+type Row struct {
+	ID Op
+	// Op is the project's name for the function: a gpumem.Backend method or
+	// an internal operation.
+	Op string
+	// Symbol is the vendor's exact (dlsym) symbol, "" where the vendor has
+	// no such function.
+	Symbol [NumVendors]string
+	// Required: the backend cannot open without the vendor's symbol.
+	Required [NumVendors]bool
+	// ABI is the library version whose signature of Symbol the project
+	// calls, in the vendor's numbering (CUDA: 1000*major+10*minor, asked of
+	// cuGetProcAddress); 0 where it does not matter.
+	ABI   [NumVendors]int
+	Notes string
+}
+
+// Base is the vendor's symbol without its _v2/_v3 suffix: the name
+// cuGetProcAddress expects (the requested ABI version picks the variant).
+func (r *Row) Base(v Vendor) string {
+	s := r.Symbol[v]
 	for _, suf := range []string{"_v2", "_v3"} {
-		if strings.HasSuffix(r.CUDA, suf) {
-			return strings.TrimSuffix(r.CUDA, suf)
+		if strings.HasSuffix(s, suf) {
+			return strings.TrimSuffix(s, suf)
 		}
 	}
-	return r.CUDA
+	return s
+}
+
+// Table is a library's functions as data: one row per function with every
+// vendor's symbol. The driver table (Driver) is the first; run-time
+// compilers, BLAS, collectives and telemetry are tables of the same type.
+type Table struct {
+	// Name names the table ("driver"): what the symbols command and the
+	// docs call it.
+	Name string
+	// Rows are indexed by the table's op ids.
+	Rows []Row
+}
+
+// Column returns the rows for which v has a symbol, in table order.
+func (t *Table) Column(v Vendor) []*Row {
+	var out []*Row
+	for i := range t.Rows {
+		if t.Rows[i].Symbol[v] != "" {
+			out = append(out, &t.Rows[i])
+		}
+	}
+	return out
+}
+
+// ByName returns the first row whose Op is name.
+func (t *Table) ByName(name string) (*Row, bool) {
+	for i := range t.Rows {
+		if t.Rows[i].Op == name {
+			return &t.Rows[i], true
+		}
+	}
+	return nil, false
 }
 
 // Operation ids, in table order.
@@ -129,23 +207,43 @@ const (
 	DisablePeerAccess
 	PointerDevice
 	StreamIsCapturing
-	NumOps
+
+	// Operations the backends answer without a library function of their
+	// own: they have rows (with no symbol) so that everything indexed by
+	// Op, such as the simulator's call counters and fault injection, has
+	// one id space.
+	Name           // answered by the backend
+	Library        // answered by the backend
+	Close          // releases what Open acquired (contexts), through other rows
+	CopyToDevice   // through Memcpy
+	CopyFromDevice // through Memcpy
+	Launch         // the simulator's kernels written in Go; no vendor symbol yet
+
+	NumOps // the number of rows of the driver table
 )
 
-// req marks a row required for both vendors.
+// Required-flag shorthands of the driver table.
 const (
-	none = iota
-	both
-	cudaOnly
+	none     = iota // optional for both vendors
+	both            // required for both
+	cudaOnly        // required for CUDA, absent or optional for HIP
 )
 
 func row(id Op, op, cuda string, ver int, hip string, req int, notes string) Row {
-	return Row{ID: id, Op: op, CUDA: cuda, CUDAVersion: ver, HIP: hip,
-		RequiredCUDA: req == both || req == cudaOnly, RequiredHIP: req == both, Notes: notes}
+	r := Row{ID: id, Op: op, Notes: notes}
+	r.Symbol[CUDA], r.Symbol[HIP] = cuda, hip
+	r.ABI[CUDA] = ver
+	r.Required[CUDA] = req == both || req == cudaOnly
+	r.Required[HIP] = req == both
+	return r
 }
 
-// Rows is the table, indexed by Op.
-var Rows = [NumOps]Row{
+// Driver is the table of the CUDA driver API and the HIP runtime: the
+// functions of gpumem.Backend, indexed by the op ids above.
+var Driver = Table{Name: "driver", Rows: driverRows[:]}
+
+// driverRows is Driver's rows, indexed by Op.
+var driverRows = [NumOps]Row{
 	row(Init, "Init", "cuInit", 2000, "hipInit", both, "called once at Open with flags 0"),
 	row(DriverGetVersion, "Version", "cuDriverGetVersion", 2020, "hipDriverGetVersion", both, "works without a device"),
 	row(RuntimeGetVersion, "RuntimeVersion", "", 0, "hipRuntimeGetVersion", none, "HIP only"),
@@ -224,29 +322,10 @@ var Rows = [NumOps]Row{
 	row(DisablePeerAccess, "DisablePeerAccess", "cuCtxDisablePeerAccess", 4000, "hipDeviceDisablePeerAccess", none, ""),
 	row(PointerDevice, "PointerDevice", "cuPointerGetAttribute", 4000, "hipPointerGetAttribute", none, "DEVICE_ORDINAL (9 in both): which device's context a synchronous copy or memset runs in"),
 	row(StreamIsCapturing, "StreamCaptureInfo", "cuStreamIsCapturing", 10000, "hipStreamIsCapturing", none, "asked first: the full capture info only when a capture is active"),
-}
-
-// Vendor selects a column.
-type Vendor int
-
-// Vendors.
-const (
-	CUDA Vendor = iota
-	HIP
-)
-
-// Symbol returns the row's symbol for v ("" if the vendor has none).
-func (r Row) Symbol(v Vendor) string {
-	if v == HIP {
-		return r.HIP
-	}
-	return r.CUDA
-}
-
-// Required reports whether v's backend needs the row's symbol to open.
-func (r Row) Required(v Vendor) bool {
-	if v == HIP {
-		return r.RequiredHIP
-	}
-	return r.RequiredCUDA
+	row(Name, "Name", "", 0, "", none, "answered by the backend"),
+	row(Library, "Library", "", 0, "", none, "answered by the backend"),
+	row(Close, "Close", "", 0, "", none, "releases the contexts Open retained"),
+	row(CopyToDevice, "CopyToDevice", "", 0, "", none, "through Memcpy"),
+	row(CopyFromDevice, "CopyFromDevice", "", 0, "", none, "through Memcpy"),
+	row(Launch, "Launch", "", 0, "", none, "the simulator's kernels written in Go"),
 }

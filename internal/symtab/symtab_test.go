@@ -9,7 +9,7 @@ import (
 )
 
 func TestRowsInOpOrder(t *testing.T) {
-	for i, r := range Rows {
+	for i, r := range Driver.Rows {
 		if int(r.ID) != i {
 			t.Errorf("Rows[%d] is %s with ID %d", i, r.Op, r.ID)
 		}
@@ -27,7 +27,7 @@ func TestEveryVendorMethodHasARow(t *testing.T) {
 		"CopyToDevice": "Memcpy", "CopyFromDevice": "Memcpy",
 	}
 	ops := map[string]bool{}
-	for _, r := range Rows {
+	for _, r := range Driver.Rows {
 		ops[r.Op] = true
 	}
 	bt := reflect.TypeOf((*gpumem.Backend)(nil)).Elem()
@@ -51,10 +51,10 @@ func TestSymbolsUniqueAndWellFormed(t *testing.T) {
 		prefix string
 	}{{CUDA, "cu"}, {HIP, "hip"}} {
 		seen := map[string]string{}
-		for _, r := range Rows {
-			s := r.Symbol(v.vendor)
+		for _, r := range Driver.Rows {
+			s := r.Symbol[v.vendor]
 			if s == "" {
-				if r.Required(v.vendor) {
+				if r.Required[v.vendor] {
 					t.Errorf("%s is required but has no symbol", r.Op)
 				}
 				continue
@@ -76,13 +76,35 @@ func TestCUDABaseNames(t *testing.T) {
 		{"cuStreamGetCaptureInfo_v2", "cuStreamGetCaptureInfo"},
 		{"cuMemAllocAsync", "cuMemAllocAsync"},
 	} {
-		if got := (Row{CUDA: c.sym}).CUDABase(); got != c.base {
-			t.Errorf("CUDABase(%s) = %s, want %s", c.sym, got, c.base)
+		r := Row{}
+		r.Symbol[CUDA] = c.sym
+		if got := r.Base(CUDA); got != c.base {
+			t.Errorf("Base(%s) = %s, want %s", c.sym, got, c.base)
 		}
 	}
-	for _, r := range Rows {
-		if r.CUDA != "" && r.CUDAVersion < 2000 {
-			t.Errorf("%s: CUDA version %d is not a CUDA version", r.CUDA, r.CUDAVersion)
+	for _, r := range Driver.Rows {
+		if r.Symbol[CUDA] != "" && r.ABI[CUDA] < 2000 {
+			t.Errorf("%s: CUDA version %d is not a CUDA version", r.Symbol[CUDA], r.ABI[CUDA])
+		}
+	}
+}
+
+// The rows with no symbol for any vendor are the operations the backends
+// answer themselves; they are never required.
+func TestOwnOperationsHaveNoSymbol(t *testing.T) {
+	own := map[Op]bool{Name: true, Library: true, Close: true, CopyToDevice: true, CopyFromDevice: true, Launch: true}
+	for _, r := range Driver.Rows {
+		empty := true
+		for v := Vendor(0); v < NumVendors; v++ {
+			if r.Symbol[v] != "" {
+				empty = false
+			}
+			if r.Symbol[v] == "" && r.Required[v] {
+				t.Errorf("%s is required for %s without a symbol", r.Op, v)
+			}
+		}
+		if empty != own[r.ID] {
+			t.Errorf("%s: no symbol for any vendor is %v, want %v", r.Op, empty, own[r.ID])
 		}
 	}
 }

@@ -1,8 +1,24 @@
-// Package vendor is the one implementation of gpumem.Backend that the CUDA
+// Package native is the one implementation of gpumem.Backend that the CUDA
 // driver backend (driver/) and the HIP runtime backend (hip/) share. A
-// backend is this code plus a Dialect: the vendor's column of the symbol
-// table (internal/symtab) and its translation of enums, device attributes,
-// advice values, locations, struct layouts and status codes.
+// backend is this code plus a Dialect: the vendor's column of the driver
+// table (symtab.Driver), its status table (symtab.Statuses) and its
+// translation of enums, device attributes, advice values, locations and
+// struct layouts.
+//
+// # Files
+//
+// One role each:
+//
+//	library.go  the loading seam (Library, Loader) and the real loader, DL
+//	dialect.go  what distinguishes one vendor from another
+//	abi.go      struct sizes, layouts and values both vendors' headers share
+//	open.go     Load (resolve every row), Open (check, start, refine)
+//	backend.go  the Backend type and its identity (name, library, versions)
+//	call.go     the call path: device checks, one transition into C, errors
+//	cell.go     out-parameter cells
+//	report.go   symbol reports for the symbols command
+//	device.go, memory.go, copy.go, stream.go, event.go, pool.go,
+//	guarded.go, graph.go, vmm.go, peer.go: the Backend methods by concern
 //
 // # Calls
 //
@@ -23,9 +39,10 @@
 // # Symbols
 //
 // Symbols are resolved once at Open into a table of addresses indexed by
-// symtab.Op. A missing required symbol fails Open with an error naming it; a
-// missing optional one makes its operation return a *gpumem.NotSupportedError
-// naming the symbol and the library. The library is loaded behind a
+// symtab.Op (an array: a call's lookup is one index). A missing required
+// symbol fails Open with an error naming it; a missing optional one makes
+// its operation return a *gpumem.NotSupportedError naming the symbol and the
+// library. The library is loaded behind a
 // three-method seam (Library) that tests replace.
 //
 // # Callbacks
@@ -40,5 +57,8 @@
 //
 // A non-zero status becomes a *gpumem.Error with the backend, the symbol, the
 // code, the library's own name for the code (cuGetErrorName, hipGetErrorName;
-// cached per code) and the sentinel the dialect maps the code to.
-package vendor
+// cached per code) and the sentinel the vendor's status table maps the code
+// to. A library that lacks required symbols fails Open with a
+// *gpumem.MissingSymbolsError; one that does not load, with a
+// *gpumem.LoadError (both public, for errors.As).
+package native

@@ -1,4 +1,4 @@
-package vendor
+package native
 
 import (
 	"github.com/gpumem/gpumem"
@@ -9,10 +9,8 @@ import (
 // and the symbols command).
 func Table(v symtab.Vendor) []gpumem.SymbolRow {
 	var out []gpumem.SymbolRow
-	for _, r := range symtab.Rows {
-		if s := r.Symbol(v); s != "" {
-			out = append(out, gpumem.SymbolRow{Name: r.Op, Symbol: s, Required: r.Required(v), Notes: r.Notes})
-		}
+	for _, r := range symtab.Driver.Column(v) {
+		out = append(out, gpumem.SymbolRow{Name: r.Op, Symbol: r.Symbol[v], Required: r.Required[v], Notes: r.Notes})
 	}
 	return out
 }
@@ -30,12 +28,8 @@ func Report(d *Dialect, load Loader, library string, prepare func(b *Backend) st
 	if prepare != nil {
 		rep.Version = prepare(b)
 	}
-	for _, r := range symtab.Rows {
-		s := r.Symbol(d.Vendor)
-		if s == "" {
-			continue
-		}
-		row := gpumem.SymbolRow{Name: r.Op, Symbol: s, Resolved: b.fns[r.ID] != 0, Required: r.Required(d.Vendor), Notes: r.Notes}
+	for _, r := range symtab.Driver.Column(d.Vendor) {
+		row := gpumem.SymbolRow{Name: r.Op, Symbol: r.Symbol[d.Vendor], Resolved: b.fns[r.ID] != 0, Required: r.Required[d.Vendor], Notes: r.Notes}
 		if row.Required && !row.Resolved {
 			rep.MissingRequired++
 		}

@@ -1,0 +1,72 @@
+package native
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/capthread"
+	"github.com/gpumem/gpumem/internal/symtab"
+)
+
+// Backend is the shared gpumem.Backend. Its fields are set during Open and
+// read-only afterwards, except the closed flag and the error-name cache.
+type Backend struct {
+	d   *Dialect
+	lib Library
+
+	fns     [symtab.NumOps]uintptr
+	missing [symtab.NumOps]error // why fns[op] is 0
+
+	pre      uintptr   // make-current function
+	cur      []uintptr // per device: argument to pre (CUcontext, or ordinal)
+	handle   []int32   // per device: the vendor's device handle (CUdevice, ordinal)
+	nDev     int
+	closed   atomic.Bool
+	names    sync.Map // int -> string
+	locByVal bool     // Advise/Prefetch take a location by value (CUDA 12.2+)
+	pins     capthread.Pins
+
+	// State the dialect keeps (driver version, ...).
+	DriverVersion  int
+	RuntimeVersion int
+}
+
+var _ gpumem.Backend = (*Backend)(nil)
+
+// Name returns "cuda" or "hip".
+func (b *Backend) Name() string { return b.d.Name }
+
+// Library returns the path of the loaded library.
+func (b *Backend) Library() string { return b.lib.Path() }
+
+// Version returns the library's versions.
+func (b *Backend) Version() (gpumem.Version, error) {
+	if b.closed.Load() {
+		return gpumem.Version{}, b.closedErr()
+	}
+	return b.d.Versions(b)
+}
+
+// ErrorName returns the library's name for code, cached per code.
+func (b *Backend) ErrorName(code int) string {
+	if v, ok := b.names.Load(code); ok {
+		return v.(string)
+	}
+	n := b.d.ErrorName(b, code)
+	b.names.Store(code, n)
+	return n
+}
+
+// Close releases the devices' contexts. The library stays mapped: vendor
+// runtimes keep threads of their own that may still run code in it. After
+// Close every method returns an error matching gpumem.ErrClosed.
+func (b *Backend) Close() error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	if b.d.Stop != nil {
+		return b.d.Stop(b)
+	}
+	return nil
+}

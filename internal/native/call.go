@@ -1,0 +1,156 @@
+package native
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/ccall"
+	"github.com/gpumem/gpumem/internal/symtab"
+)
+
+// Fn returns the resolved address of op (0 if missing).
+func (b *Backend) Fn(op symtab.Op) uintptr { return b.fns[op] }
+
+// SetFn replaces the address of op (dialects refining their resolution).
+func (b *Backend) SetFn(op symtab.Op, addr uintptr) {
+	if addr != 0 {
+		b.fns[op], b.missing[op] = addr, nil
+	}
+}
+
+// SetDevices records the device count, the make-current function and, per
+// device, its argument and vendor handle.
+func (b *Backend) SetDevices(pre uintptr, cur []uintptr, handles []int32) {
+	b.pre, b.cur, b.handle, b.nDev = pre, cur, handles, len(cur)
+}
+
+// NumDevices returns the device count set by SetDevices.
+func (b *Backend) NumDevices() int { return b.nDev }
+
+// Handle returns device i's vendor handle.
+func (b *Backend) Handle(i int) int32 { return b.handle[i] }
+
+// Status turns a status code of op into an error (nil for 0).
+func (b *Backend) Status(op symtab.Op, code uintptr) error {
+	if int32(code) == 0 {
+		return nil
+	}
+	return b.errorFor(symtab.Driver.Rows[op].Symbol[b.d.Vendor], int(int32(code)))
+}
+
+func (b *Backend) errorFor(sym string, code int) error {
+	sentinel := symtab.Statuses[b.d.Vendor].Sentinel(code, b.closed.Load())
+	return &gpumem.Error{Backend: b.d.Name, Op: sym, Code: code, Name: b.ErrorName(code), Err: sentinel}
+}
+
+// Raw calls op directly, without making a device current (Open-time and
+// device-less calls that need no context).
+func (b *Backend) Raw(op symtab.Op, a ...uintptr) (uintptr, error) {
+	fn := b.fns[op]
+	if fn == 0 {
+		return 0, b.notSupported(op)
+	}
+	var r uintptr
+	switch len(a) {
+	case 0:
+		r = ccall.Call0(fn)
+	case 1:
+		r = ccall.Call1(fn, a[0])
+	case 2:
+		r = ccall.Call2(fn, a[0], a[1])
+	case 3:
+		r = ccall.Call3(fn, a[0], a[1], a[2])
+	case 4:
+		r = ccall.Call4(fn, a[0], a[1], a[2], a[3])
+	case 5:
+		r = ccall.Call5(fn, a[0], a[1], a[2], a[3], a[4])
+	default:
+		r = ccall.Call6(fn, a[0], a[1], a[2], a[3], a[4], a[5])
+	}
+	return r, nil
+}
+
+// Int32 calls op, a device-less function whose only argument is an int32
+// out-parameter (version and device-count queries), and returns the value.
+func (b *Backend) Int32(op symtab.Op) (int, error) {
+	v := new(int32)
+	r, err := b.Raw(op, uintptr(unsafe.Pointer(v)))
+	runtime.KeepAlive(v)
+	if err != nil {
+		return 0, err
+	}
+	if err := b.Status(op, r); err != nil {
+		return 0, err
+	}
+	return int(*v), nil
+}
+
+func (b *Backend) notSupported(op symtab.Op) error {
+	reason := "not resolved"
+	if b.missing[op] != nil {
+		reason = b.missing[op].Error()
+	}
+	return &gpumem.NotSupportedError{Backend: b.d.Name, Op: symtab.Driver.Rows[op].Op, Reason: reason}
+}
+
+func (b *Backend) closedErr() error {
+	return fmt.Errorf("gpumem: %s: backend is closed: %w", b.d.Name, gpumem.ErrClosed)
+}
+
+func (b *Backend) badDevice(dev int) error {
+	return fmt.Errorf("gpumem: %s: device %d out of range (have %d): %w", b.d.Name, dev, b.nDev, gpumem.ErrInvalidValue)
+}
+
+// call runs op on device dev: the device is made current and op called in
+// one transition into C. It allocates nothing when op succeeds.
+func (b *Backend) call(dev int, op symtab.Op, a1, a2, a3, a4, a5, a6 uintptr) error {
+	r, preFailed, err := b.invoke(dev, op, a1, a2, a3, a4, a5, a6)
+	if err != nil || int32(r) == 0 {
+		return err
+	}
+	return b.failed(op, r, preFailed)
+}
+
+// invoke is call without the translation of a failed status: r is the raw
+// status, of the make-current function when preFailed. err is set only when
+// nothing was called.
+func (b *Backend) invoke(dev int, op symtab.Op, a1, a2, a3, a4, a5, a6 uintptr) (r uintptr, preFailed bool, err error) {
+	fn, err := b.target(dev, op)
+	if err != nil {
+		return 0, false, err
+	}
+	r, preFailed = ccall.CallPre6(b.pre, b.cur[dev], fn, a1, a2, a3, a4, a5, a6)
+	return r, preFailed, nil
+}
+
+// target is the address of op for a call on device dev, or why no call can
+// be made: the backend is closed, dev is out of range or op did not resolve.
+func (b *Backend) target(dev int, op symtab.Op) (uintptr, error) {
+	if b.closed.Load() {
+		return 0, b.closedErr()
+	}
+	if uint(dev) >= uint(b.nDev) {
+		return 0, b.badDevice(dev)
+	}
+	fn := b.fns[op]
+	if fn == 0 {
+		return 0, b.notSupported(op)
+	}
+	return fn, nil
+}
+
+// failed turns the non-zero status r of invoke into an error.
+func (b *Backend) failed(op symtab.Op, r uintptr, preFailed bool) error {
+	if preFailed {
+		return b.Status(symtab.SetCurrent, r)
+	}
+	return b.Status(op, r)
+}
+
+// CallCurrent calls op on dev with no arguments beyond a1 (benchmarks of the
+// per-call cost).
+func (b *Backend) CallCurrent(dev int, op symtab.Op, a1 uintptr) error {
+	return b.call(dev, op, a1, 0, 0, 0, 0, 0)
+}

@@ -1,0 +1,66 @@
+package native
+
+import (
+	"fmt"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/symtab"
+)
+
+// DeviceCount returns the number of devices.
+func (b *Backend) DeviceCount() (int, error) {
+	if b.closed.Load() {
+		return 0, b.closedErr()
+	}
+	return b.nDev, nil
+}
+
+// DeviceName returns the device's name.
+func (b *Backend) DeviceName(dev int) (string, error) {
+	if uint(dev) >= uint(b.nDev) {
+		return "", b.badDevice(dev)
+	}
+	c := getCell()
+	defer putCell(c)
+	if err := b.call(dev, symtab.DeviceName, c.addr(0), 100, uintptr(b.handle[dev]), 0, 0, 0); err != nil {
+		return "", err
+	}
+	buf := c.bytes()[:100]
+	n := 0
+	for n < len(buf) && buf[n] != 0 {
+		n++
+	}
+	return string(buf[:n]), nil
+}
+
+// DeviceAttribute reads a device attribute.
+func (b *Backend) DeviceAttribute(dev int, a gpumem.Attribute) (int, error) {
+	if uint(dev) >= uint(b.nDev) {
+		return 0, b.badDevice(dev)
+	}
+	v, ok := b.d.Attribute(a)
+	if !ok {
+		return 0, &gpumem.NotSupportedError{Backend: b.d.Name, Op: "DeviceAttribute", Reason: fmt.Sprintf("attribute %s has no %s equivalent", a, b.d.Name)}
+	}
+	c := getCell()
+	defer putCell(c)
+	if err := b.call(dev, symtab.DeviceAttribute, c.addr(0), uintptr(v), uintptr(b.handle[dev]), 0, 0, 0); err != nil {
+		return 0, err
+	}
+	return int(c.i32(0)), nil
+}
+
+// MemInfo reports the device's free and total memory.
+func (b *Backend) MemInfo(dev int) (free, total uint64, err error) {
+	c := getCell()
+	defer putCell(c)
+	if err := b.call(dev, symtab.MemInfo, c.addr(0), c.addr(1), 0, 0, 0, 0); err != nil {
+		return 0, 0, err
+	}
+	return c[0], c[1], nil
+}
+
+// DeviceSynchronize waits for all work on the device.
+func (b *Backend) DeviceSynchronize(dev int) error {
+	return b.call(dev, symtab.DeviceSynchronize, 0, 0, 0, 0, 0, 0)
+}

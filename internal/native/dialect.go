@@ -1,0 +1,41 @@
+package native
+
+import (
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/symtab"
+)
+
+// Dialect is what distinguishes one vendor from another. Every field is
+// required unless its comment says otherwise.
+type Dialect struct {
+	Vendor     symtab.Vendor
+	Name       string   // "cuda", "hip"
+	Candidates []string // library names tried when no path is given
+	// Start initialises the runtime once the symbols are resolved: it sets
+	// the device count and each device's current-making argument with
+	// SetDevices. An error from it fails Open.
+	Start func(b *Backend) error
+	// Stop releases what Start acquired (optional).
+	Stop func(b *Backend) error
+	// Refine re-resolves symbols once the runtime is initialised (optional;
+	// CUDA uses cuGetProcAddress with the driver's version).
+	Refine func(b *Backend)
+	// ErrorName asks the library for the name of a status code ("" if it
+	// has none).
+	ErrorName func(b *Backend, code int) string
+	// Attribute translates a device attribute.
+	Attribute func(a gpumem.Attribute) (int32, bool)
+	// Advice translates an advice value.
+	Advice func(a gpumem.Advice) (int32, bool)
+	// MemcpyKind is true when the copy functions take a kind argument
+	// (HIP: hipMemcpyDefault, 4).
+	MemcpyKind bool
+	// WriteAllocProp fills the 32-byte allocation properties of a pinned
+	// device allocation on the device with handle dev.
+	WriteAllocProp func(b *Backend, buf *[AllocPropSize]byte, dev int32)
+	// PoolMaxSize reports whether the runtime's pool properties have the
+	// maxSize field (at offset 24).
+	PoolMaxSize func(b *Backend) bool
+	// Versions reads the library's versions.
+	Versions func(b *Backend) (gpumem.Version, error)
+}

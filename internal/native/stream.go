@@ -1,0 +1,71 @@
+package native
+
+import (
+	"fmt"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/symtab"
+)
+
+// StreamCreate creates a stream on dev.
+func (b *Backend) StreamCreate(dev int, flags gpumem.StreamFlags, priority int) (gpumem.Stream, error) {
+	c := getCell()
+	defer putCell(c)
+	if err := b.call(dev, symtab.StreamCreate, c.addr(0), uintptr(flags), uintptr(int64(priority)), 0, 0, 0); err != nil {
+		return gpumem.Stream{}, err
+	}
+	return gpumem.Stream{Handle: uintptr(c[0]), Device: dev}, nil
+}
+
+// StreamDestroy destroys a stream. The default stream cannot be destroyed.
+func (b *Backend) StreamDestroy(s gpumem.Stream) error {
+	if s.Handle == 0 {
+		return fmt.Errorf("gpumem: %s: the default stream cannot be destroyed: %w", b.d.Name, gpumem.ErrInvalidValue)
+	}
+	if err := b.call(s.Device, symtab.StreamDestroy, s.Handle, 0, 0, 0, 0, 0); err != nil {
+		return err
+	}
+	b.pins.Forget(s.Handle)
+	return nil
+}
+
+// StreamSynchronize waits for the work queued on s.
+func (b *Backend) StreamSynchronize(s gpumem.Stream) error {
+	return b.call(s.Device, symtab.StreamSynchronize, s.Handle, 0, 0, 0, 0, 0)
+}
+
+// query asks op whether the work behind h is done. Not ready is an answer,
+// not an error, and is told from the raw status so that polling allocates
+// nothing.
+func (b *Backend) query(dev int, op symtab.Op, h uintptr) (bool, error) {
+	r, preFailed, err := b.invoke(dev, op, h, 0, 0, 0, 0, 0)
+	switch {
+	case err != nil:
+		return false, err
+	case int32(r) == 0:
+		return true, nil
+	case !preFailed && int32(r) == StatusNotReady:
+		return false, nil
+	}
+	return false, b.failed(op, r, preFailed)
+}
+
+// StreamQuery reports whether s has completed its work.
+func (b *Backend) StreamQuery(s gpumem.Stream) (bool, error) {
+	return b.query(s.Device, symtab.StreamQuery, s.Handle)
+}
+
+// StreamWaitEvent makes s wait for e's last record.
+func (b *Backend) StreamWaitEvent(s gpumem.Stream, e gpumem.Event) error {
+	return b.call(s.Device, symtab.StreamWaitEvent, s.Handle, e.Handle, 0, 0, 0, 0)
+}
+
+// StreamPriorityRange returns the least and greatest stream priorities.
+func (b *Backend) StreamPriorityRange(dev int) (least, greatest int, err error) {
+	c := getCell()
+	defer putCell(c)
+	if err := b.call(dev, symtab.StreamPriorityRange, c.addr(0), c.addr(1), 0, 0, 0, 0); err != nil {
+		return 0, 0, err
+	}
+	return int(c.i32(0)), int(c.i32(1)), nil
+}
