@@ -11,8 +11,9 @@ import (
 )
 
 // Allocator is the stream-ordered pool allocator. See doc.go for an overview.
-// It implements gpumem.Resource and gpumem.StreamRecorder and is safe for
-// concurrent use.
+// It implements gpumem.Allocator, with a memory history
+// (gpumem.HistoryKeeper), snapshots (gpumem.Snapshotter) and devices set up
+// lazily (gpumem.DeviceSetter), and is safe for concurrent use.
 type Allocator struct {
 	b    gpumem.Backend
 	opts Options
@@ -26,8 +27,10 @@ type Allocator struct {
 }
 
 var (
-	_ gpumem.Resource       = (*Allocator)(nil)
-	_ gpumem.StreamRecorder = (*Allocator)(nil)
+	_ gpumem.Allocator     = (*Allocator)(nil)
+	_ gpumem.HistoryKeeper = (*Allocator)(nil)
+	_ gpumem.Snapshotter   = (*Allocator)(nil)
+	_ gpumem.DeviceSetter  = (*Allocator)(nil)
 )
 
 // New makes an allocator over b's stream-ordered pools. Devices are set up

@@ -1,36 +1,23 @@
 package asyncpool
 
 import (
-	"fmt"
 	"math"
 
-	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/config"
 )
 
 // OptionsFromConf builds Options from a parsed GPUMEM_ALLOC_CONF, starting
 // from DefaultOptions. It reads release_threshold_mb, throttle_ratio and
-// per_process_memory_fraction; a key that only the caching allocator
-// understands (max_split_size_mb, roundup_power2_divisions,
-// garbage_collection_threshold, expandable_segments) is an error naming it,
-// as is a backend other than asyncpool, so that nothing is silently ignored.
+// per_process_memory_fraction. A key that does not apply to this allocator
+// (the caching allocator's pool keys: max_split_size_mb,
+// roundup_power2_divisions, garbage_collection_threshold,
+// expandable_segments; the driver's pool does its own splitting), or a
+// backend other than asyncpool, is a *config.Error naming it (see
+// config.Conf.CheckFor), so that nothing is silently ignored.
 func OptionsFromConf(c config.Conf) (Options, error) {
 	o := DefaultOptions()
-	if c.Backend != "" && c.Backend != config.BackendAsyncPool {
-		return o, fmt.Errorf("asyncpool: configuration names backend %q, not %q: %w", c.Backend, config.BackendAsyncPool, gpumem.ErrInvalidValue)
-	}
-	inapplicable := func(key string) error {
-		return fmt.Errorf("asyncpool: %s does not apply to the asyncpool allocator (the driver's pool does its own splitting): %w", key, gpumem.ErrInvalidValue)
-	}
-	switch {
-	case c.MaxSplitSizeMB != 0:
-		return o, inapplicable("max_split_size_mb")
-	case len(c.RoundupPower2Divisions) != 0:
-		return o, inapplicable("roundup_power2_divisions")
-	case c.GarbageCollectionThreshold != 0:
-		return o, inapplicable("garbage_collection_threshold")
-	case c.ExpandableSegments:
-		return o, inapplicable("expandable_segments")
+	if err := c.CheckFor(config.BackendAsyncPool); err != nil {
+		return o, err
 	}
 	if c.ReleaseThresholdMB != nil {
 		mb := *c.ReleaseThresholdMB

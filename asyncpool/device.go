@@ -9,6 +9,7 @@ import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/clock"
 	"github.com/gpumem/gpumem/internal/guard"
+	"github.com/gpumem/gpumem/internal/history"
 )
 
 // Record states.
@@ -76,9 +77,9 @@ type pendingFree struct {
 	size uint64
 }
 
-// device is the allocator's state for one device. Lock order: life, then mu
-// or freeMu (never both at once: each is taken alone), evMu and relMu are
-// leaves.
+// device is the allocator's state for one device. Lock order: life, then
+// freeMu, then mu; evMu and relMu are leaves. A function whose name ends in
+// Locked needs a lock held, and its comment says which.
 type device struct {
 	a     *Allocator
 	b     gpumem.Backend
@@ -107,7 +108,7 @@ type device struct {
 	recs  recTable
 	tally tally // the statistics
 	ctr   Counters
-	hist  ring
+	hist  history.Ring
 	// poolSeen is the pool's reserved, reserved-high and used bytes as
 	// Stats last read them, reported while a capture is open.
 	poolSeen [3]uint64
@@ -133,7 +134,7 @@ type device struct {
 func newDevice(a *Allocator, dev int) (*device, error) {
 	b := a.b
 	d := &device{a: a, b: b, id: dev, graphs: map[uint64]*graphState{}, joined: map[uintptr]uint64{}}
-	d.hist.init(a.opts.HistorySize)
+	d.hist = history.New(a.opts.HistorySize)
 	if g, ok := b.(guard.Backend); ok && g.GuardedCalls() && a.opts.CaptureCheck == CaptureCheckEveryCall {
 		d.guarded = g
 	}
@@ -281,8 +282,8 @@ func (d *device) retireLocked(n int) {
 	d.mu.Lock()
 	for _, e := range d.fifo[:n] {
 		bytes += int64(e.size)
-		d.noteReleased(e.size)
-		d.hist.add(gpumem.ActionFreeComplete, d.id, d.freeStream.Handle, e.p, e.size)
+		d.noteReleasedLocked(e.size)
+		d.hist.Add(gpumem.ActionFreeComplete, d.id, d.freeStream.Handle, e.p, e.size)
 	}
 	d.mu.Unlock()
 	for _, e := range d.fifo[:n] {
@@ -400,7 +401,7 @@ func (d *device) insert(p gpumem.Ptr, size uint64, s gpumem.Stream, gs *graphSta
 	if gs != nil {
 		gs.allocs[p] = struct{}{}
 	}
-	d.noteAlloc(p, size, s)
+	d.noteAllocLocked(p, size, s)
 	d.mu.Unlock()
 	return p, nil
 }
@@ -498,36 +499,37 @@ func (d *device) tryMalloc(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 	return p, nil
 }
 
-// noteAlloc updates stats and history for a new allocation. mu must be held.
-func (d *device) noteAlloc(p gpumem.Ptr, size uint64, s gpumem.Stream) {
+// noteAllocLocked updates stats and history for a new allocation. mu must
+// be held.
+func (d *device) noteAllocLocked(p gpumem.Ptr, size uint64, s gpumem.Stream) {
 	d.tally.alloc(size)
-	d.hist.add(gpumem.ActionAlloc, d.id, s.Handle, p, size)
+	d.hist.Add(gpumem.ActionAlloc, d.id, s.Handle, p, size)
 }
 
-// noteFree updates stats and history for a user's free. mu must be held.
-// pending says whether the bytes stay pending release.
-func (d *device) noteFree(p gpumem.Ptr, size uint64, s gpumem.Stream, pending bool) {
+// noteFreeLocked updates stats and history for a user's free; pending says
+// whether the bytes stay pending release. mu must be held.
+func (d *device) noteFreeLocked(p gpumem.Ptr, size uint64, s gpumem.Stream, pending bool) {
 	d.tally.free(size, pending)
-	d.noteFreeHistory(p, size, s, pending)
+	d.noteFreeHistoryLocked(p, size, s, pending)
 }
 
-// noteFreeHistory is noteFree's history part. mu must be held.
-func (d *device) noteFreeHistory(p gpumem.Ptr, size uint64, s gpumem.Stream, pending bool) {
-	if !d.hist.on() {
+// noteFreeHistoryLocked is noteFreeLocked's history part. mu must be held.
+func (d *device) noteFreeHistoryLocked(p gpumem.Ptr, size uint64, s gpumem.Stream, pending bool) {
+	if !d.hist.On() {
 		return
 	}
 	t := clock.Now()
-	d.hist.addAt(t, gpumem.ActionFreeRequest, d.id, s.Handle, p, size)
+	d.hist.AddAt(t, gpumem.ActionFreeRequest, d.id, s.Handle, p, size)
 	if !pending {
-		d.hist.addAt(t, gpumem.ActionFreeComplete, d.id, s.Handle, p, size)
+		d.hist.AddAt(t, gpumem.ActionFreeComplete, d.id, s.Handle, p, size)
 	}
 }
 
-// unnoteFree undoes noteFree after a failed free (history keeps the
-// request). mu must be held.
-func (d *device) unnoteFree(size uint64, pending bool) { d.tally.unfree(size, pending) }
+// unnoteFreeLocked undoes noteFreeLocked after a failed free (history keeps
+// the request). mu must be held.
+func (d *device) unnoteFreeLocked(size uint64, pending bool) { d.tally.unfree(size, pending) }
 
-// noteReleased moves bytes pending release out of the active figures once
-// the driver's free is known complete (or known unnecessary). mu must be
-// held.
-func (d *device) noteReleased(size uint64) { d.tally.released(size) }
+// noteReleasedLocked moves bytes pending release out of the active figures
+// once the driver's free is known complete (or known unnecessary). mu must
+// be held.
+func (d *device) noteReleasedLocked(size uint64) { d.tally.released(size) }

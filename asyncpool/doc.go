@@ -62,7 +62,8 @@
 // released graphs, DeviceSynchronize, retire every pending free, trim the
 // pool to zero and try once more (num_alloc_retries); then call the OOM
 // handler, with no lock held, for as long as it asks for another attempt
-// (at most 8); then fail with *gpumem.OutOfMemoryError (num_ooms), which
+// (oomhooks.Retry: at most 8 attempts, the bound every allocator shares);
+// then fail with *gpumem.OutOfMemoryError (num_ooms), which
 // observers are told of. Its Largest field is the pool's reserved-but-unused
 // bytes, an upper bound on the largest block the pool could hand out: the
 // driver does not say how that memory is fragmented.
@@ -134,8 +135,23 @@
 // pending release). Counters has the figures that MemoryStats lacks
 // (throttle joins, free-stream frees, each graph case).
 //
+// # The memory-fraction cap
+//
+// Options.MemoryFraction (per_process_memory_fraction) caps the bytes
+// handed out on a device (step 5), not the pool's reserved memory: the
+// driver grows the reserve and keeps it by the release threshold, and the
+// allocator has no way to bound it other than refusing allocations. A cap on
+// bytes handed out is what a limit adaptor does for any allocator, so this
+// one is kept inside only because no such adaptor existed, and goes once
+// per_process_memory_fraction is served by one. Until then a refusal takes
+// this allocator's out-of-memory path (a trim and retry counted in
+// num_alloc_retries, the OOM handler, num_ooms, a hint naming the key), as
+// recorded replays expect.
+//
 // # Configuration
 //
 // GPUMEM_ALLOC_CONF=backend:asyncpool,release_threshold_mb:N,throttle_ratio:R,
-// per_process_memory_fraction:F; see OptionsFromConf.
+// per_process_memory_fraction:F; see OptionsFromConf. The package registers
+// the allocator as "asyncpool" (gpumem.RegisterAllocator), so that
+// gpumem.NewAllocator builds it from such a string.
 package asyncpool

@@ -72,7 +72,7 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 		d.recs.del(p)
 		delete(g.allocs, p)
 		d.allocated.Add(-int64(rec.size))
-		d.noteFree(p, rec.size, s, false)
+		d.noteFreeLocked(p, rec.size, s, false)
 		d.ctr.GraphFreedInCapture++
 		d.mu.Unlock()
 		if err := d.freeInCapture(p, rec, s, ci); err != nil {
@@ -82,7 +82,7 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 				g.allocs[p] = struct{}{}
 			}
 			d.allocated.Add(int64(rec.size))
-			d.unnoteFree(rec.size, false)
+			d.unnoteFreeLocked(rec.size, false)
 			d.ctr.GraphFreedInCapture--
 			d.mu.Unlock()
 			return nil, err
@@ -112,7 +112,7 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 		rec.moreOf().freeOn = s
 		d.recs.set(p, rec)
 		gs.deferred = append(gs.deferred, p)
-		d.toPending(p, rec.size, s)
+		d.toPendingLocked(p, rec.size, s)
 		d.ctr.DeferredFrees++
 		d.mu.Unlock()
 		return nil, nil
@@ -124,7 +124,7 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 		rec.state = stateGraphOwned
 		rec.moreOf().freeOn = s
 		d.recs.set(p, rec)
-		d.toPending(p, rec.size, s)
+		d.toPendingLocked(p, rec.size, s)
 		d.ctr.GraphOwned++
 		d.mu.Unlock()
 		return nil, nil
@@ -133,8 +133,8 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 		// The allocating graph is gone and never ran: nothing to free.
 		d.recs.del(p)
 		d.allocated.Add(-int64(rec.size))
-		d.noteFree(p, rec.size, s, true)
-		d.noteReleased(rec.size)
+		d.noteFreeLocked(p, rec.size, s, true)
+		d.noteReleasedLocked(rec.size)
 		d.ctr.GraphDropped++
 		d.mu.Unlock()
 		return nil, nil
@@ -145,27 +145,27 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 	d.recs.del(p)
 	d.allocated.Add(-int64(rec.size))
 	if len(rec.recorded()) == 0 && s.Device == d.id {
-		d.noteFree(p, rec.size, s, false)
+		d.noteFreeLocked(p, rec.size, s, false)
 		d.mu.Unlock()
 		if err := d.b.FreeAsync(p, s); err != nil {
 			d.mu.Lock()
 			d.recs.set(p, rec)
 			d.allocated.Add(int64(rec.size))
-			d.unnoteFree(rec.size, false)
+			d.unnoteFreeLocked(rec.size, false)
 			d.mu.Unlock()
 			return nil, fmt.Errorf("asyncpool: freeing %#x on %v: %w", uintptr(p), s, err)
 		}
 		return nil, nil
 	}
 	d.pending.Add(int64(rec.size))
-	d.noteFree(p, rec.size, s, true)
+	d.noteFreeLocked(p, rec.size, s, true)
 	d.mu.Unlock()
 	if err := d.freeCross(p, rec.size, using(&rec, s)); err != nil {
 		d.mu.Lock()
 		d.recs.set(p, rec)
 		d.allocated.Add(int64(rec.size))
 		d.pending.Add(-int64(rec.size))
-		d.unnoteFree(rec.size, true)
+		d.unnoteFreeLocked(rec.size, true)
 		d.mu.Unlock()
 		return nil, err
 	}
@@ -197,9 +197,9 @@ func (d *device) freeUncaptured(p gpumem.Ptr, s gpumem.Stream) (done bool, err e
 	d.mu.Unlock()
 	st, err := d.guarded.FreeAsyncUncaptured(p, s)
 	if err == nil && st == gpumem.CaptureNone {
-		if d.hist.on() {
+		if d.hist.On() {
 			d.mu.Lock()
-			d.noteFreeHistory(p, rec.size, s, false)
+			d.noteFreeHistoryLocked(p, rec.size, s, false)
 			d.mu.Unlock()
 		}
 		return true, nil
@@ -208,7 +208,7 @@ func (d *device) freeUncaptured(p gpumem.Ptr, s gpumem.Stream) (done bool, err e
 	d.mu.Lock()
 	d.recs.add(p, rec)
 	d.allocated.Add(int64(rec.size))
-	d.unnoteFree(rec.size, false)
+	d.unnoteFreeLocked(rec.size, false)
 	d.mu.Unlock()
 	if err != nil {
 		return false, fmt.Errorf("asyncpool: freeing %#x on %v: %w", uintptr(p), s, err)
@@ -216,12 +216,12 @@ func (d *device) freeUncaptured(p gpumem.Ptr, s gpumem.Stream) (done bool, err e
 	return false, nil
 }
 
-// toPending moves a record's bytes from allocated to pending release.
+// toPendingLocked moves a record's bytes from allocated to pending release.
 // mu must be held.
-func (d *device) toPending(p gpumem.Ptr, size uint64, s gpumem.Stream) {
+func (d *device) toPendingLocked(p gpumem.Ptr, size uint64, s gpumem.Stream) {
 	d.allocated.Add(-int64(size))
 	d.pending.Add(int64(size))
-	d.noteFree(p, size, s, true)
+	d.noteFreeLocked(p, size, s, true)
 }
 
 // using lists the streams a free must wait for: the allocation stream, the

@@ -49,7 +49,7 @@ func (gs *graphState) released() {
 func (d *device) graphFor(ci gpumem.CaptureInfo, s gpumem.Stream) (*graphState, error) {
 	d.mu.Lock()
 	if gs := d.graphs[ci.ID]; gs != nil {
-		gs.noteStream(s)
+		gs.noteStreamLocked(s)
 		d.mu.Unlock()
 		return gs, nil
 	}
@@ -78,11 +78,11 @@ func (d *device) graphFor(ci gpumem.CaptureInfo, s gpumem.Stream) (*graphState, 
 	if other := d.graphs[ci.ID]; other != nil {
 		// Another goroutine won; ours stays empty and is dropped when
 		// the graph goes.
-		other.noteStream(s)
+		other.noteStreamLocked(s)
 		return other, nil
 	}
 	d.graphs[ci.ID] = gs
-	gs.noteStream(s)
+	gs.noteStreamLocked(s)
 	if unheld {
 		gs.unheld = true
 		d.unheld.Add(1)
@@ -132,7 +132,8 @@ func (d *device) retainLater() {
 	}
 }
 
-func (gs *graphState) noteStream(s gpumem.Stream) {
+// noteStreamLocked adds s to the capturing streams seen. d.mu must be held.
+func (gs *graphState) noteStreamLocked(s gpumem.Stream) {
 	for _, u := range gs.streams {
 		if u == s {
 			return
@@ -229,7 +230,7 @@ func (d *device) queueFreeLocked(p gpumem.Ptr, rec record) {
 func (d *device) dropLocked(p gpumem.Ptr, rec record) {
 	d.recs.del(p)
 	d.pending.Add(-int64(rec.size))
-	d.noteReleased(rec.size)
+	d.noteReleasedLocked(rec.size)
 	d.ctr.GraphDropped++
 }
 

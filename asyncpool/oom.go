@@ -35,11 +35,7 @@ func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) 
 			return p, err
 		}
 	}
-	for attempt := 0; attempt < maxOOMHandlerAttempts; attempt++ {
-		h := d.a.hooks.Handler()
-		if h == nil || !h(d.id, size, attempt) {
-			break
-		}
+	for attempt := 0; d.a.hooks.Retry(d.id, size, attempt); attempt++ {
 		var p gpumem.Ptr
 		var err error
 		if p, cause, err = d.retryMalloc(size, s); p != 0 || err != nil {
@@ -49,7 +45,7 @@ func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) 
 	e := d.oomError(size, capturing, errors.Join(append([]error{cause}, extra...)...))
 	d.mu.Lock()
 	d.tally.ooms++
-	d.hist.add(gpumem.ActionOOM, d.id, s.Handle, 0, size)
+	d.hist.Add(gpumem.ActionOOM, d.id, s.Handle, 0, size)
 	d.mu.Unlock()
 	d.a.hooks.Notify(func() *gpumem.OutOfMemoryError { return e })
 	return 0, e

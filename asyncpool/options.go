@@ -22,10 +22,6 @@ const DefaultThrottleRatio = 0.8
 // free paths (hundreds of nanoseconds on some virtual machines).
 const DefaultHistorySize = 4096
 
-// maxOOMHandlerAttempts bounds how often an OOM handler may ask for another
-// attempt within one allocation.
-const maxOOMHandlerAttempts = 8
-
 // CaptureCheck says how the allocator learns that a stream is being captured
 // into a graph.
 type CaptureCheck int

@@ -2,10 +2,9 @@ package asyncpool
 
 import (
 	"sort"
-	"time"
 
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/internal/clock"
+	"github.com/gpumem/gpumem/internal/history"
 )
 
 // Counters are figures of this allocator that MemoryStats has no field for.
@@ -172,54 +171,12 @@ func (a *Allocator) Snapshot() gpumem.Snapshot {
 
 // History returns the memory history of every device, oldest first.
 func (a *Allocator) History() []gpumem.HistoryEntry {
-	var out []gpumem.HistoryEntry
-	for _, d := range a.existing() {
+	devs := a.existing()
+	hs := make([][]gpumem.HistoryEntry, len(devs))
+	for i, d := range devs {
 		d.mu.Lock()
-		out = d.hist.appendTo(out)
+		hs[i] = d.hist.AppendTo(nil)
 		d.mu.Unlock()
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
-	return out
-}
-
-// ring is a fixed-size memory history.
-type ring struct {
-	buf  []gpumem.HistoryEntry
-	next int
-	full bool
-}
-
-func (r *ring) init(n int) {
-	if n > 0 {
-		r.buf = make([]gpumem.HistoryEntry, n)
-	}
-}
-
-func (r *ring) add(act gpumem.HistoryAction, dev int, stream uintptr, p gpumem.Ptr, size uint64) {
-	if len(r.buf) == 0 {
-		return
-	}
-	r.addAt(clock.Now(), act, dev, stream, p, size)
-}
-
-// on reports whether the history is kept.
-func (r *ring) on() bool { return len(r.buf) > 0 }
-
-// addAt adds an entry stamped t.
-func (r *ring) addAt(t time.Time, act gpumem.HistoryAction, dev int, stream uintptr, p gpumem.Ptr, size uint64) {
-	if len(r.buf) == 0 {
-		return
-	}
-	r.buf[r.next] = gpumem.HistoryEntry{Time: t, Action: act, Device: dev, Stream: stream, Addr: p, Size: size}
-	r.next++
-	if r.next == len(r.buf) {
-		r.next, r.full = 0, true
-	}
-}
-
-func (r *ring) appendTo(out []gpumem.HistoryEntry) []gpumem.HistoryEntry {
-	if r.full {
-		out = append(out, r.buf[r.next:]...)
-	}
-	return append(out, r.buf[:r.next]...)
+	return history.Merge(hs...)
 }

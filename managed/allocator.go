@@ -5,12 +5,12 @@ package managed
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"sync/atomic"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/caching"
+	"github.com/gpumem/gpumem/internal/history"
 	"github.com/gpumem/gpumem/internal/oomhooks"
 )
 
@@ -29,8 +29,9 @@ type shard struct {
 
 // Allocator is the caching managed-memory allocator: one allocator for host
 // and device requests, over two caching pools of managed memory with the
-// seed's initial hints. See the package documentation for the design. It is
-// safe for concurrent use.
+// seed's initial hints. See the package documentation for the design. It
+// implements gpumem.Allocator, with a memory history (gpumem.HistoryKeeper)
+// and snapshots (gpumem.Snapshotter), and is safe for concurrent use.
 type Allocator struct {
 	b    gpumem.Backend
 	opts Options
@@ -52,12 +53,15 @@ type Allocator struct {
 
 	shards [nshards]shard
 
-	hooks oomhooks.Hooks // observers only: the pools keep the handler
+	// hooks keeps the OOM handler and observers. The pools' handler is
+	// hooks.Retry, which asks ours within the bound every allocator shares.
+	hooks oomhooks.Hooks
 }
 
 var (
-	_ gpumem.Resource       = (*Allocator)(nil)
-	_ gpumem.StreamRecorder = (*Allocator)(nil)
+	_ gpumem.Allocator     = (*Allocator)(nil)
+	_ gpumem.HistoryKeeper = (*Allocator)(nil)
+	_ gpumem.Snapshotter   = (*Allocator)(nil)
 )
 
 // New returns a managed allocator over b. It fails with ErrNotEnabled unless
@@ -137,6 +141,7 @@ func New(b gpumem.Backend, opts Options) (*Allocator, error) {
 		return nil, fmt.Errorf("managed: host pool: %w", err)
 	}
 	for _, p := range []*caching.Allocator{a.dev, a.host} {
+		p.SetOOMHandler(a.hooks.Retry)
 		p.AddOOMObserver(a.observe)
 	}
 	return a, nil
@@ -385,41 +390,9 @@ func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
 // device-preferred and host-preferred pools (peaks are the sum of the two
 // pools' peaks, an upper bound of the combined peak).
 func (a *Allocator) Stats(dev int) gpumem.MemoryStats {
-	return addStats(a.dev.Stats(dev), a.host.Stats(dev))
-}
-
-func addStats(x, y gpumem.MemoryStats) gpumem.MemoryStats {
-	add := func(p *gpumem.StatArray, q gpumem.StatArray) {
-		for i := range p {
-			p[i].Current += q[i].Current
-			p[i].Peak += q[i].Peak
-			p[i].Allocated += q[i].Allocated
-			p[i].Freed += q[i].Freed
-		}
-	}
-	add(&x.Allocation, y.Allocation)
-	add(&x.Segment, y.Segment)
-	add(&x.Active, y.Active)
-	add(&x.InactiveSplit, y.InactiveSplit)
-	add(&x.AllocatedBytes, y.AllocatedBytes)
-	add(&x.ReservedBytes, y.ReservedBytes)
-	add(&x.ActiveBytes, y.ActiveBytes)
-	add(&x.InactiveSplitBytes, y.InactiveSplitBytes)
-	add(&x.RequestedBytes, y.RequestedBytes)
-	x.NumAllocRetries += y.NumAllocRetries
-	x.NumOOMs += y.NumOOMs
-	x.NumSyncAllStreams += y.NumSyncAllStreams
-	x.NumDeviceAlloc += y.NumDeviceAlloc
-	x.NumDeviceFree += y.NumDeviceFree
-	x.PendingReleaseBytes += y.PendingReleaseBytes
-	x.CrossStreamReuses += y.CrossStreamReuses
-	x.SegmentGrowths += y.SegmentGrowths
-	free := x.LargestFreeBlock // approximate the combined fragmentation from the larger pool
-	x.LargestFreeBlock = max(x.LargestFreeBlock, y.LargestFreeBlock)
-	if free < y.LargestFreeBlock {
-		x.Fragmentation = y.Fragmentation
-	}
-	return x
+	st := a.dev.Stats(dev)
+	st.Add(a.host.Stats(dev))
+	return st
 }
 
 // PoolStats returns the statistics of one pool of device dev: the
@@ -447,7 +420,7 @@ func (a *Allocator) Snapshot() gpumem.Snapshot {
 		s.SegmentType = "host_" + s.SegmentType
 		out.Segments = append(out.Segments, s)
 	}
-	out.History = mergeHistory(d.History, h.History)
+	out.History = history.Merge(d.History, h.History)
 	for dev := 0; dev < a.ndev; dev++ {
 		out.Stats[dev] = a.Stats(dev)
 	}
@@ -456,13 +429,7 @@ func (a *Allocator) Snapshot() gpumem.Snapshot {
 
 // History returns both pools' memory history, oldest first.
 func (a *Allocator) History() []gpumem.HistoryEntry {
-	return mergeHistory(a.dev.History(), a.host.History())
-}
-
-func mergeHistory(x, y []gpumem.HistoryEntry) []gpumem.HistoryEntry {
-	out := append(append([]gpumem.HistoryEntry(nil), x...), y...)
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
-	return out
+	return history.Merge(a.dev.History(), a.host.History())
 }
 
 // EmptyCache returns every wholly free cached segment of both pools to the
@@ -474,11 +441,10 @@ func (a *Allocator) EmptyCache() error {
 	return errors.Join(a.dev.EmptyCache(), a.host.EmptyCache())
 }
 
-// SetOOMHandler installs h for both pools (nil removes it).
-func (a *Allocator) SetOOMHandler(h gpumem.OOMHandler) {
-	a.dev.SetOOMHandler(h)
-	a.host.SetOOMHandler(h)
-}
+// SetOOMHandler installs h (nil removes it). Both pools ask it, with no
+// lock held, before an allocation fails for lack of memory; an allocation
+// retries at most oomhooks.MaxAttempts times at its request.
+func (a *Allocator) SetOOMHandler(h gpumem.OOMHandler) { a.hooks.SetHandler(h) }
 
 // AddOOMObserver adds an observer told of every out-of-memory failure,
 // with the managed allocator's description.

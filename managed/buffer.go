@@ -145,13 +145,13 @@ func (b *Buffer) moveLocked(loc gpumem.Location, s gpumem.Stream) error {
 		migrate = false // the pages never left the host
 	}
 	restore := func() {
-		if rerr := b.advise(oldLoc, oldAcc); rerr != nil {
+		if rerr := b.adviseLocked(oldLoc, oldAcc); rerr != nil {
 			a.dirty.Store(true)
 		}
 	}
 	prefetchFirst := migrate && loc.Kind == gpumem.LocationDevice
 	if !prefetchFirst {
-		if err := b.advise(loc, newAcc); err != nil {
+		if err := b.adviseLocked(loc, newAcc); err != nil {
 			restore()
 			return err
 		}
@@ -169,7 +169,7 @@ func (b *Buffer) moveLocked(loc gpumem.Location, s gpumem.Stream) error {
 		}
 	}
 	if prefetchFirst {
-		if err := b.advise(loc, newAcc); err != nil {
+		if err := b.adviseLocked(loc, newAcc); err != nil {
 			restore()
 			back := oldLoc
 			if back.Kind == gpumem.LocationDevice && !a.migrates[back.Device] {
@@ -184,25 +184,25 @@ func (b *Buffer) moveLocked(loc gpumem.Location, s gpumem.Stream) error {
 	a.resident[a.residentIndex(loc)].Add(int64(b.Size))
 	b.loc = loc
 	b.prefetched = migrate
-	b.moved = !b.initialPlacement()
+	b.moved = !b.initialPlacementLocked()
 	return nil
 }
 
-// initialPlacement reports whether the buffer's advice equals its pool's
-// initial hints. b.mu held.
-func (b *Buffer) initialPlacement() bool {
+// initialPlacementLocked reports whether the buffer's advice equals its
+// pool's initial hints. b.mu held.
+func (b *Buffer) initialPlacementLocked() bool {
 	if b.host {
 		return b.loc.Kind == gpumem.LocationHost && b.accessedBy == b.dev
 	}
 	return b.loc == gpumem.DeviceLocation(b.dev) && b.accessedBy < 0
 }
 
-// advise sets the preferred location and the accessed-by device (-1: none),
-// sending only the advice that differs from the buffer's current advice:
-// no preferred location that is already in effect, no accessed-by unset
-// that was never set. b.mu held; b.pref and b.accessedBy follow the calls
-// that succeed.
-func (b *Buffer) advise(pref gpumem.Location, acc int) error {
+// adviseLocked sets the preferred location and the accessed-by device (-1:
+// none), sending only the advice that differs from the buffer's current
+// advice: no preferred location that is already in effect, no accessed-by
+// unset that was never set. b.mu held; b.pref and b.accessedBy follow the
+// calls that succeed.
+func (b *Buffer) adviseLocked(pref gpumem.Location, acc int) error {
 	a := b.a
 	if !b.prefKnown || b.pref != pref {
 		b.prefKnown = false
@@ -348,7 +348,7 @@ func (b *Buffer) free(s *gpumem.Stream) error {
 		if b.host {
 			init, acc = gpumem.HostLocation(), b.dev
 		}
-		if err := b.advise(init, acc); err != nil {
+		if err := b.adviseLocked(init, acc); err != nil {
 			a.dirty.Store(true)
 			errs = append(errs, err)
 		}

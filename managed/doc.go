@@ -14,6 +14,12 @@
 // otherwise, unless Options.Force is set (as `gpumem replay --allocator
 // managed` does, the user having named the allocator).
 //
+// The package registers the allocator as "managed" (gpumem.RegisterAllocator):
+// gpumem.NewAllocator builds it from a GPUMEM_ALLOC_CONF string (see
+// OptionsFromConf). Naming it (backend:managed, or gpumem.NewNamedAllocator)
+// is the opt-in and forces it on; a program that runs every registered
+// allocator finds it off, with the reason, unless unified memory is enabled.
+//
 // # Glossary
 //
 //	pool        a caching.Allocator (the PyTorch caching rules: small and
@@ -53,8 +59,10 @@
 //     AllowOversubscription) beyond MaxDeviceFraction (default 0.5) of the
 //     smallest device's memory. Then cuMemAllocManaged (or a carve from a
 //     chunk), then the hints; a failed hint returns the memory.
-//  4. The pool's out-of-memory path frees cached segments and retries; the
-//     error it finally returns is rewritten as the managed allocator's.
+//  4. The pool's out-of-memory path frees cached segments and retries, then
+//     asks the allocator's OOM handler through oomhooks.Retry (at most 8
+//     attempts, the bound every allocator shares); the error it finally
+//     returns is rewritten as the managed allocator's.
 //  5. Register the buffer in its shard and count its bytes at its location.
 //
 // Hints are set per segment, not per allocation: a cached block keeps the
@@ -108,6 +116,13 @@
 // run: 13-28 GB/s); from 20 MiB up they are within 5% of the 1 GiB rate,
 // so 20 MiB is the smallest size at full speed. Allocation latency does not
 // depend on the size.
+//
+// # Statistics
+//
+// Stats of a device is the sum of its two pools' (gpumem.MemoryStats.Add:
+// peaks are summed, an upper bound of the combined peak); PoolStats gives
+// each. History and Snapshot merge both pools' histories into one timeline
+// (internal/history).
 //
 // # Residency
 //

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/config"
 	"github.com/gpumem/gpumem/sim"
 	"github.com/gpumem/gpumem/simtest"
 )
@@ -21,37 +20,6 @@ var (
 	host = gpumem.HostLocation()
 	s0   = gpumem.Stream{Device: 0}
 )
-
-func TestEnableSwitch(t *testing.T) {
-	g := simtest.New(t, sim.Config{})
-	defer g.Close()
-	defer Enable(false)
-	t.Setenv(EnvEnable, "")
-	Enable(false)
-	if _, err := New(g, Options{}); !errors.Is(err, ErrNotEnabled) || !errors.Is(err, gpumem.ErrNotSupported) {
-		t.Fatalf("New while disabled: %v, want ErrNotEnabled", err)
-	}
-	enabled.Store(0) // back to the environment
-	if Enabled() {
-		t.Fatal("enabled with an empty environment")
-	}
-	t.Setenv(EnvEnable, "1")
-	if !Enabled() {
-		t.Fatalf("%s=1 did not enable", EnvEnable)
-	}
-	Enable(false)
-	if Enabled() {
-		t.Fatal("Enable(false) did not override the environment")
-	}
-	Enable(true)
-	a, err := New(g, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func TestHintsOnAllocation(t *testing.T) {
 	r, a := setup(t, sim.Config{Devices: []sim.DeviceConfig{{}, {}}}, Options{})
@@ -687,29 +655,6 @@ func DefaultOptionsCachingWithHistory() (o cachingOptions) {
 	o = DefaultOptions().Caching
 	o.HistorySize = 64
 	return o
-}
-
-func TestOptionsFromConf(t *testing.T) {
-	c, err := config.Parse("backend:managed,max_split_size_mb:64,garbage_collection_threshold:0.6")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := OptionsFromConf(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.Caching.MaxSplitSize != 64*mib || o.Caching.GarbageCollectionThreshold != 0.6 {
-		t.Fatalf("options %+v", o.Caching)
-	}
-	for _, s := range []string{"backend:caching", "expandable_segments:True", "release_threshold_mb:10"} {
-		c, err := config.Parse(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := OptionsFromConf(c); !errors.Is(err, gpumem.ErrInvalidValue) {
-			t.Errorf("%s: %v", s, err)
-		}
-	}
 }
 
 // TestMoveOrderAndMinimalAdvice checks that a move to a device queues its

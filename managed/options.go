@@ -80,18 +80,14 @@ func DefaultOptions() Options {
 }
 
 // OptionsFromConf builds Options from a parsed GPUMEM_ALLOC_CONF whose
-// backend is managed (or unset): the caching keys configure the pools;
-// expandable_segments (device memory only) and the asyncpool keys are
-// errors naming the key.
+// backend is managed (or unset): the caching allocator's pool keys and
+// per_process_memory_fraction configure the pools. A key that does not apply
+// to this allocator (expandable_segments: managed memory cannot be mapped by
+// the virtual memory API; the asyncpool keys), or a backend other than
+// managed, is a *config.Error naming it (see config.Conf.CheckFor).
 func OptionsFromConf(c config.Conf) (Options, error) {
-	bad := func(key, format string, args ...any) (Options, error) {
-		return Options{}, fmt.Errorf("managed: %s: %s: %w", key, fmt.Sprintf(format, args...), gpumem.ErrInvalidValue)
-	}
-	if c.Backend != "" && c.Backend != config.BackendManaged {
-		return bad("backend", "%q is not the managed allocator", c.Backend)
-	}
-	if c.ExpandableSegments {
-		return bad("expandable_segments", "managed memory cannot be mapped by the virtual memory API; leave it off")
+	if err := c.CheckFor(config.BackendManaged); err != nil {
+		return Options{}, err
 	}
 	c.Backend = config.BackendCaching
 	co, err := caching.OptionsFromConf(c)

@@ -97,7 +97,7 @@ func (u *upstream) carve(dev int, size uint64) (gpumem.Ptr, error) {
 	defer u.mu.Unlock()
 	for _, c := range u.chunks[dev] {
 		if i := c.find(need); i >= 0 {
-			return u.take(c, i, need), nil
+			return u.takeLocked(c, i, need), nil
 		}
 	}
 	cs := u.a.opts.SegmentSize
@@ -107,7 +107,7 @@ func (u *upstream) carve(dev int, size uint64) (gpumem.Ptr, error) {
 	}
 	c := &chunk{base: base, used: make([]bool, cs/unit)}
 	u.chunks[dev][base] = c
-	return u.take(c, 0, need), nil
+	return u.takeLocked(c, 0, need), nil
 }
 
 // find returns the first unit of a free run of need units, or -1.
@@ -126,7 +126,9 @@ func (c *chunk) find(need int) int {
 	return -1
 }
 
-func (u *upstream) take(c *chunk, first, need int) gpumem.Ptr {
+// takeLocked marks need units from first used and returns the segment's
+// address. u.mu must be held.
+func (u *upstream) takeLocked(c *chunk, first, need int) gpumem.Ptr {
 	for i := first; i < first+need; i++ {
 		c.used[i] = true
 	}
