@@ -51,10 +51,11 @@ func (a *Allocator) existingDevice(dev int) *device {
 // While a capture the allocator knows of is open, the pool's figures are
 // those read last (CUDA counts pool queries among the calls that invalidate
 // a global-mode capture).
-// A device not used yet has zero statistics.
+// A device not used yet, and every device after Close, has zero statistics
+// (a closed allocator holds nothing).
 func (a *Allocator) Stats(dev int) gpumem.MemoryStats {
 	d := a.existingDevice(dev)
-	if d == nil {
+	if d == nil || a.closed.Load() {
 		return gpumem.MemoryStats{}
 	}
 	d.life.RLock()

@@ -388,8 +388,12 @@ func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
 
 // Stats returns the statistics of device dev: the sum of its
 // device-preferred and host-preferred pools (peaks are the sum of the two
-// pools' peaks, an upper bound of the combined peak).
+// pools' peaks, an upper bound of the combined peak). After Close they are
+// zero: a closed allocator holds nothing.
 func (a *Allocator) Stats(dev int) gpumem.MemoryStats {
+	if a.closed.Load() {
+		return gpumem.MemoryStats{}
+	}
 	st := a.dev.Stats(dev)
 	st.Add(a.host.Stats(dev))
 	return st
