@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/extent"
 )
 
 // Buffer is a deferrable buffer: device memory that the manager may move to
@@ -21,15 +22,15 @@ type Buffer struct {
 	size uint64
 
 	// Guarded by m.mu. While moving is set, the fields describing where the
-	// bytes are (tier, dptr, host, ext) belong to the goroutine moving it.
+	// bytes are (tier, dptr, hblk, ext) belong to the goroutine moving it.
 	tier     Tier
 	moving   bool
 	freed    bool
 	priority int
 	lastUsed uint64
-	dptr     gpumem.Ptr // TierDevice
-	hblk     hostBlock  // TierHost
-	ext      extent     // TierDisk
+	dptr     gpumem.Ptr    // TierDevice
+	hblk     hostBlock     // TierHost
+	ext      extent.Extent // TierDisk
 
 	syncLocks   int                            // Acquire holds
 	syncStreams []gpumem.Stream                // streams of the current Acquire holds

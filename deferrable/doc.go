@@ -24,7 +24,8 @@
 //	          every transfer runs on it.
 //	arena     the host tier: page-locked slabs from MallocHost
 //	          (Options.HostSlabBytes each, or one buffer's size when larger),
-//	          carved best fit into page-aligned blocks. Pinning is slow
+//	          carved best fit into page-aligned blocks (each slab's free
+//	          extents are an internal/extent list). Pinning is slow
 //	          (milliseconds per tens of MiB), so slabs are kept across spills,
 //	          grown on demand up to Options.HostLimit, and given back only by
 //	          Manager.TrimHost (empty slabs) or Close. A move between the device
@@ -106,9 +107,9 @@
 // With Options.DiskDir, the manager makes a directory there with
 // os.MkdirTemp (mode 0700) and one file in it (mode 0600), then unlinks both
 // at once where the OS allows: the open descriptor keeps the data and a crash
-// leaves nothing behind. Buffers are extents of that file (first fit,
-// coalesced, the file shortened when its tail frees). Close removes anything
-// left.
+// leaves nothing behind. Buffers are extents of that file (an internal/extent
+// list, first fit, coalesced; the file is shortened when its tail frees).
+// Close removes anything left.
 //
 // # Measuring
 //

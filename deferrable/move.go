@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/extent"
 )
 
 // MoveTo moves the buffer to tier t now: down (it must not be locked) or up
@@ -110,7 +111,7 @@ func (m *Manager) fromDevice(b *Buffer, to Tier) (func(), error) {
 		return fail(err)
 	}
 	var blk hostBlock
-	var ext extent
+	var ext extent.Extent
 	var start time.Time
 	if to == TierHost {
 		if blk, err = m.arena.alloc(size); err != nil {
@@ -122,7 +123,7 @@ func (m *Manager) fromDevice(b *Buffer, to Tier) (func(), error) {
 		ext = m.disk.alloc(size)
 		start = time.Now()
 		err = m.mv.toHost(src, size, waits, func(off uint64, p []byte) error {
-			return m.disk.writeAt(p, ext.off+off)
+			return m.disk.writeAt(p, ext.Off+off)
 		})
 	}
 	dur := time.Since(start)
@@ -177,13 +178,13 @@ func (m *Manager) hostToDisk(b *Buffer) (func(), error) {
 	start := time.Now()
 	var err error
 	if mem := blk.bytes(); mem != nil {
-		err = m.disk.writeAt(mem, ext.off)
+		err = m.disk.writeAt(mem, ext.Off)
 	} else {
 		err = m.chunked(size, func(off uint64, p []byte) error {
 			if err := m.arena.readBlock(blk, off, p); err != nil {
 				return err
 			}
-			return m.disk.writeAt(p, ext.off+off)
+			return m.disk.writeAt(p, ext.Off+off)
 		})
 	}
 	dur := time.Since(start)
@@ -237,10 +238,10 @@ func (m *Manager) diskToHost(b *Buffer) (func(), error) {
 	}
 	start := time.Now()
 	if mem := blk.bytes(); mem != nil {
-		err = m.disk.readAt(mem, ext.off)
+		err = m.disk.readAt(mem, ext.Off)
 	} else {
 		err = m.chunked(size, func(off uint64, p []byte) error {
-			if err := m.disk.readAt(p, ext.off+off); err != nil {
+			if err := m.disk.readAt(p, ext.Off+off); err != nil {
 				return err
 			}
 			return m.arena.writeBlock(blk, off, p)
@@ -312,7 +313,7 @@ func (m *Manager) unspill(b *Buffer) (func(), error) {
 		err = m.mv.copyDirect(p, blk.ptr(), size, nil)
 	} else {
 		err = m.mv.toDevice(p, size, func(off uint64, dst []byte) error {
-			return m.disk.readAt(dst, ext.off+off)
+			return m.disk.readAt(dst, ext.Off+off)
 		}, ev)
 		if err == nil {
 			// Time the copy through its completion.
