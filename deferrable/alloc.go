@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/oomhooks"
 )
 
 // Alloc allocates a deferrable buffer of size bytes on the manager's device,
@@ -84,7 +85,8 @@ func (m *Manager) Alloc(size uint64, s gpumem.Stream) (*Buffer, error) {
 
 // allocDevice takes size bytes from the upstream resource on the copy stream
 // cs, spilling first to honour the soft limit and again after each
-// out-of-memory failure. Called with no lock held.
+// out-of-memory failure, at most oomhooks.MaxAttempts times (the bound the
+// upstream's own handler loop has too). Called with no lock held.
 func (m *Manager) allocDevice(size uint64, cs gpumem.Stream) (gpumem.Ptr, error) {
 	if m.devLim > 0 {
 		m.mu.Lock()
@@ -102,7 +104,7 @@ func (m *Manager) allocDevice(size uint64, cs gpumem.Stream) (gpumem.Ptr, error)
 		if !errors.Is(err, gpumem.ErrOutOfMemory) {
 			return 0, fmt.Errorf("deferrable: allocate %s: %w", gpumem.FormatBytes(size), err)
 		}
-		if attempt >= maxOOMRetries {
+		if attempt >= oomhooks.MaxAttempts {
 			return 0, fmt.Errorf("deferrable: allocate %s: still out of memory after %d spills: %w", gpumem.FormatBytes(size), attempt, err)
 		}
 		freed, waited, serr := m.spillDevice(m.shortfall(size, attempt), true)

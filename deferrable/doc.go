@@ -46,9 +46,12 @@
 // device, Acquire:
 //
 //  1. marks it moving (other goroutines that want it wait on Manager.cond);
-//  2. allocates device memory from the upstream on the copy stream. On
-//     ErrOutOfMemory, or before passing Options.DeviceLimit, it spills other
-//     buffers (below) and retries;
+//  2. allocates device memory from the upstream on the copy stream. Before
+//     passing Options.DeviceLimit it spills other buffers (below); on
+//     ErrOutOfMemory it spills and retries, at most eight times
+//     (internal/oomhooks.MaxAttempts, the one bound on OOM retries that every
+//     allocator of gpumem and the DeviceResource's handler loop share), and
+//     fails when a spill frees nothing and has nothing in flight to wait for;
 //  3. copies the bytes in on the copy stream (from the host tier, one DMA
 //     out of the pinned arena; from disk, through the staging ring) and waits
 //     for the copy to complete, so that its time in Stats is the whole copy;

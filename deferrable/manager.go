@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/history"
 )
 
 // ErrLocked is returned when an operation needs a buffer that nobody holds
@@ -91,9 +92,7 @@ type Manager struct {
 	hostRsv   uint64 // host bytes reserved by spills in flight
 	st        Stats  // counters (tier and lock figures are computed)
 	events    []gpumem.Event
-	hist      []gpumem.HistoryEntry
-	histNext  int
-	histCap   int
+	hist      history.Ring
 }
 
 // New returns a manager of device dev's deferrable buffers on backend b.
@@ -123,10 +122,10 @@ func New(b gpumem.Backend, dev int, opts Options) (*Manager, error) {
 	m := &Manager{
 		b: b, dev: dev, res: opts.Resource, policy: opts.Policy, cb: opts.Callbacks,
 		devLim: opts.DeviceLimit, hostLm: opts.HostLimit,
-		mv:      newMover(b, dev, opts.StagingBytes, opts.StagingBuffers),
-		live:    make(map[*Buffer]struct{}),
-		holds:   make(map[gpumem.Stream]map[*Buffer]struct{}),
-		histCap: opts.HistorySize,
+		mv:    newMover(b, dev, opts.StagingBytes, opts.StagingBuffers),
+		live:  make(map[*Buffer]struct{}),
+		holds: make(map[gpumem.Stream]map[*Buffer]struct{}),
+		hist:  history.New(opts.HistorySize),
 	}
 	if opts.HostSlabBytes == 0 {
 		opts.HostSlabBytes = DefaultHostSlabBytes

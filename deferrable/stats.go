@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/internal/clock"
 )
 
 // TierStats counts the buffers resident in one tier.
@@ -146,20 +145,10 @@ func (m *Manager) subTierLocked(t Tier, bytes uint64, n int) {
 func (m *Manager) History() []gpumem.HistoryEntry {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]gpumem.HistoryEntry, 0, len(m.hist))
-	out = append(out, m.hist[m.histNext:]...)
-	return append(out, m.hist[:m.histNext]...)
+	return m.hist.AppendTo(make([]gpumem.HistoryEntry, 0, m.hist.Len()))
 }
 
+// historyLocked records an entry of the manager's device in its history.
 func (m *Manager) historyLocked(a gpumem.HistoryAction, s gpumem.Stream, p gpumem.Ptr, size uint64) {
-	if m.histCap == 0 {
-		return
-	}
-	e := gpumem.HistoryEntry{Time: clock.Now(), Action: a, Device: m.dev, Stream: s.Handle, Addr: p, Size: size}
-	if len(m.hist) < m.histCap {
-		m.hist = append(m.hist, e)
-		return
-	}
-	m.hist[m.histNext] = e
-	m.histNext = (m.histNext + 1) % m.histCap
+	m.hist.Add(a, m.dev, s.Handle, p, size)
 }
