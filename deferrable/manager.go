@@ -19,10 +19,10 @@ var ErrLocked = fmt.Errorf("deferrable: buffer is locked: %w", gpumem.ErrInvalid
 
 // Defaults for Options.
 const (
-	DefaultStagingBytes   = 8 << 20
-	DefaultStagingBuffers = 2
-	DefaultHistorySize    = 4096
-	DefaultHostSlabBytes  = 256 << 20
+	DefaultStagingBytes   = 8 << 20   // Options.StagingBytes: one staging buffer, 8 MiB
+	DefaultStagingBuffers = 2         // Options.StagingBuffers: DMA of one chunk overlaps file I/O of the other
+	DefaultHistorySize    = 4096      // Options.HistorySize: entries kept
+	DefaultHostSlabBytes  = 256 << 20 // Options.HostSlabBytes: one pinned slab, 256 MiB
 )
 
 // Options configure a Manager. The zero value is a manager with no limits, no

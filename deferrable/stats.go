@@ -12,9 +12,9 @@ import (
 
 // TierStats counts the buffers resident in one tier.
 type TierStats struct {
-	Buffers   int    `json:"buffers"`
-	Bytes     uint64 `json:"bytes"`
-	PeakBytes uint64 `json:"peak_bytes"`
+	Buffers   int    `json:"buffers"`    // buffers resident now
+	Bytes     uint64 `json:"bytes"`      // their bytes
+	PeakBytes uint64 `json:"peak_bytes"` // the most bytes ever resident at once
 }
 
 // Transfer accumulates the moves of one direction between tiers.
@@ -49,27 +49,27 @@ func (t *Transfer) add(o Transfer) {
 // device allocation of an unspill, and giving device memory back after a
 // spill.
 type Stats struct {
-	Device TierStats `json:"device"`
-	Host   TierStats `json:"host"`
-	Disk   TierStats `json:"disk"`
+	Device TierStats `json:"device"` // buffers in device memory
+	Host   TierStats `json:"host"`   // buffers in the pinned host arena
+	Disk   TierStats `json:"disk"`   // buffers in the disk file
 
 	PinnedBytes     uint64 `json:"pinned_bytes"`      // page-locked memory the host tier holds (slabs, used or not)
 	PinnedSlabs     int    `json:"pinned_slabs"`      // its slabs
 	PinnedPeakBytes uint64 `json:"pinned_peak_bytes"` // the most it ever held
 
-	DeviceToHost Transfer `json:"device_to_host"`
-	DeviceToDisk Transfer `json:"device_to_disk"`
-	HostToDisk   Transfer `json:"host_to_disk"`
-	HostToDevice Transfer `json:"host_to_device"`
-	DiskToDevice Transfer `json:"disk_to_device"`
-	DiskToHost   Transfer `json:"disk_to_host"`
+	DeviceToHost Transfer `json:"device_to_host"` // spills into the pinned arena, one DMA each
+	DeviceToDisk Transfer `json:"device_to_disk"` // spills straight to disk, through the staging ring
+	HostToDisk   Transfer `json:"host_to_disk"`   // demotions from the arena to disk
+	HostToDevice Transfer `json:"host_to_device"` // unspills from the arena, one DMA each
+	DiskToDevice Transfer `json:"disk_to_device"` // unspills from disk, through the staging ring
+	DiskToHost   Transfer `json:"disk_to_host"`   // MoveTo(TierHost) of a buffer on disk
 
 	SyncLocks       int `json:"sync_locks"`       // Acquire holds not yet released
 	AsyncLocks      int `json:"async_locks"`      // AcquireAsync holds not yet released
 	PendingReleases int `json:"pending_releases"` // async releases whose event was not yet seen complete
 
-	Allocs          int64  `json:"allocs"`
-	Frees           int64  `json:"frees"`
+	Allocs          int64  `json:"allocs"`            // buffers allocated
+	Frees           int64  `json:"frees"`             // buffers freed (Free or Close)
 	AllocRetries    int64  `json:"alloc_retries"`     // device allocations retried after spilling
 	OOMHandlerCalls int64  `json:"oom_handler_calls"` // calls of the handler from OOMHandler
 	OOMSpilledBytes uint64 `json:"oom_spilled_bytes"` // bytes those calls spilled

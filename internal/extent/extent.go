@@ -42,7 +42,8 @@ import (
 
 // Extent is the range [Off, Off+Size) of an address space.
 type Extent struct {
-	Off, Size uint64
+	Off  uint64 // first offset
+	Size uint64 // bytes
 }
 
 // End is the first offset past the extent.
@@ -74,7 +75,7 @@ func (p Policy) String() string {
 // List is a free list of extents. The zero List is empty and first fit; set
 // Policy before the first Take to choose another.
 type List struct {
-	Policy Policy
+	Policy Policy // how Take chooses; see the package documentation
 
 	free  []Extent // sorted by Off, coalesced; see the invariants
 	bytes uint64   // sum of free[i].Size
