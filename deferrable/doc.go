@@ -121,6 +121,26 @@
 // disk→device, disk→host) the moves, bytes, host time of the copies through
 // their completion, and failures, so that a program on a real GPU can compute
 // spill and unspill bandwidth (Transfer.BytesPerSecond); and the pinned bytes
-// and slabs of the arena and their peak. History keeps recent allocations, frees, spills
-// and unspills as gpumem.HistoryEntry values, as the allocators do.
+// and slabs of the arena and their peak. History keeps recent allocations,
+// frees, spills and unspills as gpumem.HistoryEntry values in the ring every
+// allocator keeps (internal/history).
+//
+// # Files
+//
+//	manager.go   Options, New, the Manager and its checks
+//	buffer.go    the Buffer: identity, tier, priority, waiting on a move
+//	alloc.go     Alloc and Free; device memory from the upstream, OOM retries
+//	spill.go     the spilling policy: Spill, OOMHandler, victims, demotion
+//	move.go      tier moves: MoveTo, spill and unspill between the tiers
+//	hold.go      Acquire, Release and their asynchronous forms; locked
+//	fence.go     the fences and the event pool
+//	launch.go    LockAndLaunch(Async), ReleaseStream, SyncAndUnlock
+//	stats.go     Stats, tier figures, transfer counters, History
+//	close.go     Close and TrimHost
+//	tier.go      Tier, Info, Callbacks
+//	policy.go    Policy and LRU
+//	arena.go     the pinned host arena
+//	disk.go      the disk file
+//	transfer.go  the mover: copy stream, direct DMA, the staging ring
+//	resource.go  DeviceResource
 package deferrable
