@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/extent"
 )
 
 // hostAlign is the alignment of every block of the pinned arena: a page, so
@@ -40,10 +41,18 @@ type hostArena struct {
 type slab struct {
 	ptr  gpumem.Ptr
 	size uint64
-	mem  []byte   // the pinned memory as a slice; nil when the backend does not expose it
-	free []extent // sorted by offset, coalesced
-	used uint64
+	mem  []byte      // the pinned memory as a slice; nil when the backend does not expose it
+	free extent.List // best fit, page-aligned extents of [0, size)
 }
+
+func newSlab(p gpumem.Ptr, size uint64, mem []byte) *slab {
+	s := &slab{ptr: p, size: size, mem: mem, free: extent.List{Policy: extent.BestFit}}
+	s.free.Put(0, size)
+	return s
+}
+
+// empty reports whether no block of the slab is in use.
+func (s *slab) empty() bool { return s.free.Bytes() == s.size }
 
 // hostBlock is a block of the arena: size bytes at offset off of slab s.
 type hostBlock struct {
@@ -120,7 +129,7 @@ func (a *hostArena) alloc(size uint64) (hostBlock, error) {
 			errs = append(errs, err)
 			return hostBlock{}, fmt.Errorf("deferrable: host arena: pin %s: %w", gpumem.FormatBytes(grow), errors.Join(errs...))
 		}
-		s := &slab{ptr: p, size: grow, mem: pinnedView(a.b, p, grow), free: []extent{{0, grow}}}
+		s := newSlab(p, grow, pinnedView(a.b, p, grow))
 		a.slabs = append(a.slabs, s)
 		a.total += grow
 		a.peak = max(a.peak, a.total)
@@ -131,29 +140,21 @@ func (a *hostArena) alloc(size uint64) (hostBlock, error) {
 	}
 }
 
-// bestFitLocked carves need bytes from the smallest free extent that holds
-// them.
+// bestFitLocked carves need bytes from the smallest free extent of any slab
+// that holds them (the first slab's, among equals).
 func (a *hostArena) bestFitLocked(need uint64) (hostBlock, bool) {
 	var best *slab
-	bi := -1
+	var fit extent.Extent
 	for _, s := range a.slabs {
-		for i, e := range s.free {
-			if e.size >= need && (bi < 0 || e.size < best.free[bi].size) {
-				best, bi = s, i
-			}
+		if e, ok := s.free.Fit(need); ok && (best == nil || e.Size < fit.Size) {
+			best, fit = s, e
 		}
 	}
-	if bi < 0 {
+	if best == nil {
 		return hostBlock{}, false
 	}
-	e := best.free[bi]
-	if e.size == need {
-		best.free = append(best.free[:bi], best.free[bi+1:]...)
-	} else {
-		best.free[bi] = extent{e.off + need, e.size - need}
-	}
-	best.used += need
-	return hostBlock{s: best, off: e.off, size: need}, true
+	off, _ := best.free.Take(need) // carves from fit
+	return hostBlock{s: best, off: off, size: need}, true
 }
 
 // takeEmptyLocked removes empty slabs (largest first) until want bytes are
@@ -161,7 +162,7 @@ func (a *hostArena) bestFitLocked(need uint64) (hostBlock, bool) {
 func (a *hostArena) takeEmptyLocked(want uint64) []*slab {
 	var empty []*slab
 	for _, s := range a.slabs {
-		if s.used == 0 {
+		if s.empty() {
 			empty = append(empty, s)
 		}
 	}
@@ -203,21 +204,7 @@ func (a *hostArena) release(h hostBlock) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := h.s
-	x := extent{h.off, roundUp(h.size, hostAlign)}
-	s.used -= x.size
-	i := sort.Search(len(s.free), func(i int) bool { return s.free[i].off > x.off })
-	s.free = append(s.free, extent{})
-	copy(s.free[i+1:], s.free[i:])
-	s.free[i] = x
-	if i+1 < len(s.free) && s.free[i].off+s.free[i].size == s.free[i+1].off {
-		s.free[i].size += s.free[i+1].size
-		s.free = append(s.free[:i+1], s.free[i+2:]...)
-	}
-	if i > 0 && s.free[i-1].off+s.free[i-1].size == s.free[i].off {
-		s.free[i-1].size += s.free[i].size
-		s.free = append(s.free[:i], s.free[i+1:]...)
-	}
+	h.s.free.Put(h.off, roundUp(h.size, hostAlign))
 }
 
 // trim gives every empty slab back and returns the bytes unpinned.

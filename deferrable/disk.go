@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
+
+	"github.com/gpumem/gpumem/internal/extent"
 )
 
 // diskStore is the disk tier: one file in a private directory, holding every
@@ -19,11 +20,9 @@ type diskStore struct {
 	path     string
 	f        *os.File
 	unlinked bool
-	end      uint64   // file length in use
-	free     []extent // free extents below end, sorted by offset, coalesced
+	end      uint64      // file length in use
+	free     extent.List // first fit, the free extents below end
 }
-
-type extent struct{ off, size uint64 }
 
 func newDiskStore(parent string) (*diskStore, error) {
 	dir, err := os.MkdirTemp(parent, "gpumem-deferrable-")
@@ -47,44 +46,25 @@ func newDiskStore(parent string) (*diskStore, error) {
 }
 
 // alloc reserves size bytes of the file (first fit, else at the end).
-func (d *diskStore) alloc(size uint64) extent {
+func (d *diskStore) alloc(size uint64) extent.Extent {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for i, e := range d.free {
-		if e.size >= size {
-			if e.size == size {
-				d.free = append(d.free[:i], d.free[i+1:]...)
-			} else {
-				d.free[i] = extent{e.off + size, e.size - size}
-			}
-			return extent{e.off, size}
-		}
+	if off, ok := d.free.Take(size); ok {
+		return extent.Extent{Off: off, Size: size}
 	}
-	e := extent{d.end, size}
+	e := extent.Extent{Off: d.end, Size: size}
 	d.end += size
 	return e
 }
 
 // release returns an extent, coalescing neighbours and shortening the file
 // when the tail is free.
-func (d *diskStore) release(x extent) {
+func (d *diskStore) release(x extent.Extent) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	i := sort.Search(len(d.free), func(i int) bool { return d.free[i].off > x.off })
-	d.free = append(d.free, extent{})
-	copy(d.free[i+1:], d.free[i:])
-	d.free[i] = x
-	if i+1 < len(d.free) && d.free[i].off+d.free[i].size == d.free[i+1].off {
-		d.free[i].size += d.free[i+1].size
-		d.free = append(d.free[:i+1], d.free[i+2:]...)
-	}
-	if i > 0 && d.free[i-1].off+d.free[i-1].size == d.free[i].off {
-		d.free[i-1].size += d.free[i].size
-		d.free = append(d.free[:i], d.free[i+1:]...)
-	}
-	if n := len(d.free); n > 0 && d.free[n-1].off+d.free[n-1].size == d.end {
-		d.end = d.free[n-1].off
-		d.free = d.free[:n-1]
+	d.free.Put(x.Off, x.Size)
+	if end := d.free.TrimTail(d.end); end != d.end {
+		d.end = end
 		_ = d.f.Truncate(int64(d.end)) // only gives space back; failure is harmless
 	}
 }

@@ -24,7 +24,8 @@
 //	          every transfer runs on it.
 //	arena     the host tier: page-locked slabs from MallocHost
 //	          (Options.HostSlabBytes each, or one buffer's size when larger),
-//	          carved best fit into page-aligned blocks. Pinning is slow
+//	          carved best fit into page-aligned blocks (each slab's free
+//	          extents are an internal/extent list). Pinning is slow
 //	          (milliseconds per tens of MiB), so slabs are kept across spills,
 //	          grown on demand up to Options.HostLimit, and given back only by
 //	          Manager.TrimHost (empty slabs) or Close. A move between the device
@@ -45,9 +46,12 @@
 // device, Acquire:
 //
 //  1. marks it moving (other goroutines that want it wait on Manager.cond);
-//  2. allocates device memory from the upstream on the copy stream. On
-//     ErrOutOfMemory, or before passing Options.DeviceLimit, it spills other
-//     buffers (below) and retries;
+//  2. allocates device memory from the upstream on the copy stream. Before
+//     passing Options.DeviceLimit it spills other buffers (below); on
+//     ErrOutOfMemory it spills and retries, at most eight times
+//     (internal/oomhooks.MaxAttempts, the one bound on OOM retries that every
+//     allocator of gpumem and the DeviceResource's handler loop share), and
+//     fails when a spill frees nothing and has nothing in flight to wait for;
 //  3. copies the bytes in on the copy stream (from the host tier, one DMA
 //     out of the pinned arena; from disk, through the staging ring) and waits
 //     for the copy to complete, so that its time in Stats is the whole copy;
@@ -106,9 +110,9 @@
 // With Options.DiskDir, the manager makes a directory there with
 // os.MkdirTemp (mode 0700) and one file in it (mode 0600), then unlinks both
 // at once where the OS allows: the open descriptor keeps the data and a crash
-// leaves nothing behind. Buffers are extents of that file (first fit,
-// coalesced, the file shortened when its tail frees). Close removes anything
-// left.
+// leaves nothing behind. Buffers are extents of that file (an internal/extent
+// list, first fit, coalesced; the file is shortened when its tail frees).
+// Close removes anything left.
 //
 // # Measuring
 //
@@ -117,6 +121,26 @@
 // disk→device, disk→host) the moves, bytes, host time of the copies through
 // their completion, and failures, so that a program on a real GPU can compute
 // spill and unspill bandwidth (Transfer.BytesPerSecond); and the pinned bytes
-// and slabs of the arena and their peak. History keeps recent allocations, frees, spills
-// and unspills as gpumem.HistoryEntry values, as the allocators do.
+// and slabs of the arena and their peak. History keeps recent allocations,
+// frees, spills and unspills as gpumem.HistoryEntry values in the ring every
+// allocator keeps (internal/history).
+//
+// # Files
+//
+//	manager.go   Options, New, the Manager and its checks
+//	buffer.go    the Buffer: identity, tier, priority, waiting on a move
+//	alloc.go     Alloc and Free; device memory from the upstream, OOM retries
+//	spill.go     the spilling policy: Spill, OOMHandler, victims, demotion
+//	move.go      tier moves: MoveTo, spill and unspill between the tiers
+//	hold.go      Acquire, Release and their asynchronous forms; locked
+//	fence.go     the fences and the event pool
+//	launch.go    LockAndLaunch(Async), ReleaseStream, SyncAndUnlock
+//	stats.go     Stats, tier figures, transfer counters, History
+//	close.go     Close and TrimHost
+//	tier.go      Tier, Info, Callbacks
+//	policy.go    Policy and LRU
+//	arena.go     the pinned host arena
+//	disk.go      the disk file
+//	transfer.go  the mover: copy stream, direct DMA, the staging ring
+//	resource.go  DeviceResource
 package deferrable

@@ -5,9 +5,9 @@ import "sort"
 // Candidate is a buffer that a policy may choose to spill: resident in the tier
 // being relieved, not locked and not moving.
 type Candidate struct {
-	Buffer   *Buffer
-	Info            // ID, Size, Priority, Tier
-	LastUsed uint64 // logical time of its last release (or allocation); smaller is older
+	Buffer   *Buffer // the buffer itself, to return among the victims
+	Info             // ID, Size, Priority, Tier
+	LastUsed uint64  // logical time of its last release (or allocation); smaller is older
 }
 
 // Policy chooses which buffers to spill. Victims is called with the manager's

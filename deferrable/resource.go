@@ -6,13 +6,16 @@ import (
 	"sync"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/oomhooks"
 )
 
 // DeviceResource is the plainest gpumem.Resource: every Allocate is a device
 // allocation (Backend.Malloc) and every Deallocate a free, with no cache. It is
 // the Manager's default upstream and a handy resource for tests. When the
 // device is out of memory it calls the handler set with SetOOMHandler (with no
-// lock held) and retries while the handler asks for it.
+// lock held) and retries while the handler asks for it, at most
+// oomhooks.MaxAttempts times (eight), the bound every allocator of gpumem
+// shares.
 //
 // Deallocate synchronizes the given stream before freeing, so the memory is
 // never freed under work still queued on it; work on other streams must be
@@ -20,20 +23,17 @@ import (
 type DeviceResource struct {
 	b gpumem.Backend
 
-	mu      sync.Mutex
-	live    map[gpumem.Ptr]devAlloc
-	handler gpumem.OOMHandler
-	closed  bool
+	hooks oomhooks.Hooks // the OOM handler
+
+	mu     sync.Mutex
+	live   map[gpumem.Ptr]devAlloc
+	closed bool
 }
 
 type devAlloc struct {
 	dev  int
 	size uint64
 }
-
-// maxOOMRetries bounds the retries after an OOM handler asked for one, so that
-// a handler that always says yes cannot loop forever.
-const maxOOMRetries = 64
 
 // NewDeviceResource returns a resource over b's device allocations.
 func NewDeviceResource(b gpumem.Backend) *DeviceResource {
@@ -44,9 +44,7 @@ var _ gpumem.Resource = (*DeviceResource)(nil)
 
 // SetOOMHandler installs h (nil removes it).
 func (r *DeviceResource) SetOOMHandler(h gpumem.OOMHandler) {
-	r.mu.Lock()
-	r.handler = h
-	r.mu.Unlock()
+	r.hooks.SetHandler(h)
 }
 
 // Allocate allocates size bytes on s.Device.
@@ -56,7 +54,7 @@ func (r *DeviceResource) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, err
 	}
 	for attempt := 0; ; attempt++ {
 		r.mu.Lock()
-		closed, h := r.closed, r.handler
+		closed := r.closed
 		r.mu.Unlock()
 		if closed {
 			return 0, fmt.Errorf("deferrable: device resource: allocate: %w", gpumem.ErrClosed)
@@ -71,7 +69,7 @@ func (r *DeviceResource) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, err
 		if !errors.Is(err, gpumem.ErrOutOfMemory) {
 			return 0, fmt.Errorf("deferrable: device resource: allocate %s: %w", gpumem.FormatBytes(size), err)
 		}
-		if h != nil && attempt < maxOOMRetries && h(s.Device, size, attempt) {
+		if r.hooks.Retry(s.Device, size, attempt) {
 			continue
 		}
 		oom := &gpumem.OutOfMemoryError{Allocator: "deferrable.DeviceResource", Device: s.Device, Requested: size, Err: err,

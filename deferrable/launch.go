@@ -1,0 +1,129 @@
+// Locks over several buffers and streams: LockAndLaunch, ReleaseStream, SyncAndUnlock.
+//
+// See doc.go for an overview.
+
+package deferrable
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpumem/gpumem"
+)
+
+// LockAndLaunch is the seed's synchronous form: it retrieves every buffer to
+// the device and locks it, calls fn with their device addresses (in the order
+// given), and unlocks them. fn's work must be ordered on the device's default
+// stream or complete when fn returns.
+func (m *Manager) LockAndLaunch(fn func(ptrs []gpumem.Ptr) error, bufs ...*Buffer) error {
+	if fn == nil {
+		return fmt.Errorf("deferrable: lock and launch: nil function: %w", gpumem.ErrInvalidValue)
+	}
+	s := gpumem.Stream{Device: m.dev}
+	ptrs, err := m.acquireAll(s, false, bufs)
+	if err != nil {
+		return err
+	}
+	ferr := fn(ptrs)
+	var errs []error
+	for _, b := range bufs {
+		if err := b.Release(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if ferr != nil {
+		return ferr
+	}
+	return errors.Join(errs...)
+}
+
+// LockAndLaunchAsync is the stream-ordered form: it retrieves and locks every
+// buffer on s and calls fn, which queues work on s. The locks stay registered
+// on s until ReleaseStream(s) or SyncAndUnlock(s).
+func (m *Manager) LockAndLaunchAsync(s gpumem.Stream, fn func(s gpumem.Stream, ptrs []gpumem.Ptr) error, bufs ...*Buffer) error {
+	if fn == nil {
+		return fmt.Errorf("deferrable: lock and launch: nil function: %w", gpumem.ErrInvalidValue)
+	}
+	ptrs, err := m.acquireAll(s, true, bufs)
+	if err != nil {
+		return err
+	}
+	return fn(s, ptrs)
+}
+
+func (m *Manager) acquireAll(s gpumem.Stream, async bool, bufs []*Buffer) ([]gpumem.Ptr, error) {
+	ptrs := make([]gpumem.Ptr, len(bufs))
+	for i, b := range bufs {
+		if b == nil || b.m != m {
+			m.undo(s, async, bufs[:i])
+			return nil, fmt.Errorf("deferrable: lock and launch: buffer %d is not one of this manager's: %w", i, gpumem.ErrInvalidValue)
+		}
+		p, err := b.acquire(s, async)
+		if err != nil {
+			m.undo(s, async, bufs[:i])
+			return nil, err
+		}
+		ptrs[i] = p
+	}
+	return ptrs, nil
+}
+
+func (m *Manager) undo(s gpumem.Stream, async bool, bufs []*Buffer) {
+	for _, b := range bufs {
+		if async {
+			b.ReleaseAsync(s)
+		} else {
+			b.Release()
+		}
+	}
+}
+
+// ReleaseStream releases every asynchronous hold registered on s (by
+// AcquireAsync or LockAndLaunchAsync), as one ReleaseAsync(s) on each: the
+// locks drop when s reaches this point, without blocking the host.
+func (m *Manager) ReleaseStream(s gpumem.Stream) error {
+	if err := m.checkStream("release stream", s); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("deferrable: release stream: %w", gpumem.ErrClosed)
+	}
+	var errs []error
+	for b := range m.holds[s] {
+		n := b.held[s]
+		if n == 0 {
+			continue
+		}
+		if err := m.recordFenceLocked(b, s); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(b.held, s)
+		if b.pending == nil {
+			b.pending = make(map[gpumem.Stream]int)
+		}
+		b.pending[s] += n
+		m.clock++
+		b.lastUsed = m.clock
+	}
+	return errors.Join(errs...)
+}
+
+// SyncAndUnlock is the seed's synchronous unlock: it releases every hold
+// registered on s, waits for s to finish its work, and drops the locks at once.
+func (m *Manager) SyncAndUnlock(s gpumem.Stream) error {
+	if err := m.ReleaseStream(s); err != nil {
+		return err
+	}
+	if err := m.b.StreamSynchronize(s); err != nil {
+		return fmt.Errorf("deferrable: sync and unlock: %w", err)
+	}
+	m.mu.Lock()
+	for b := range m.holds[s] {
+		m.lockedLocked(b) // the events on s are complete: this drops them
+	}
+	m.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,354 @@
+// Tier moves: copies between the device, the pinned host arena and the disk file.
+//
+// See doc.go for an overview.
+
+package deferrable
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/extent"
+)
+
+// MoveTo moves the buffer to tier t now: down (it must not be locked) or up
+// (TierDevice retrieves it without holding it). Limits apply: a move to the
+// host fails with ErrOutOfMemory when the host tier is full, and a move to
+// disk needs Options.DiskDir.
+func (b *Buffer) MoveTo(t Tier) error {
+	const op = "move"
+	if err := b.valid(op); err != nil {
+		return err
+	}
+	if t < 0 || t >= numTiers {
+		return fmt.Errorf("deferrable: move to %v: %w", t, gpumem.ErrInvalidValue)
+	}
+	m := b.m
+	if t == TierDisk && m.disk == nil {
+		return fmt.Errorf("deferrable: move to disk: no disk tier (Options.DiskDir): %w", gpumem.ErrInvalidValue)
+	}
+	m.mu.Lock()
+	if err := b.waitLocked(op); err != nil {
+		m.mu.Unlock()
+		return err
+	}
+	from := b.tier
+	if from == t {
+		m.mu.Unlock()
+		return nil
+	}
+	if from == TierDevice && m.lockedLocked(b) {
+		m.mu.Unlock()
+		return fmt.Errorf("deferrable: move buffer %d to %v: %w", b.id, t, ErrLocked)
+	}
+	m.markMovingLocked(b)
+	m.mu.Unlock()
+	var notify func()
+	var err error
+	switch {
+	case t == TierDevice:
+		notify, err = m.unspill(b)
+	case from == TierDevice:
+		if t == TierHost {
+			if err = m.reserveHost(b.size); err == nil {
+				notify, err = m.fromDevice(b, TierHost)
+			}
+		} else {
+			notify, err = m.fromDevice(b, TierDisk)
+		}
+	case t == TierDisk:
+		notify, err = m.hostToDisk(b)
+	default:
+		if err = m.reserveHost(b.size); err == nil {
+			notify, err = m.diskToHost(b)
+		}
+	}
+	m.doneMoving(b)
+	if notify != nil {
+		notify()
+	}
+	return err
+}
+
+func nop() {}
+
+func (m *Manager) markMovingLocked(b *Buffer) {
+	b.moving = true
+	m.nMoving++
+}
+
+func (m *Manager) doneMoving(b *Buffer) {
+	m.mu.Lock()
+	b.moving = false
+	m.nMoving--
+	m.cond.Broadcast()
+	m.mu.Unlock()
+}
+
+// fromDevice copies device-resident b (marked moving) to tier to (host room
+// already reserved): to the host, one DMA into a block of the pinned arena; to
+// disk, through the staging ring. Then it gives the device memory back.
+func (m *Manager) fromDevice(b *Buffer, to Tier) (func(), error) {
+	m.mu.Lock()
+	src, size, waits := b.dptr, b.size, fenceList(b)
+	m.mu.Unlock()
+	stat := &m.st.DeviceToHost
+	if to == TierDisk {
+		stat = &m.st.DeviceToDisk
+	}
+	fail := func(err error) (func(), error) {
+		m.mu.Lock()
+		if to == TierHost {
+			m.hostRsv -= size
+		}
+		stat.Failures++
+		m.mu.Unlock()
+		return nop, fmt.Errorf("deferrable: spill buffer %d (%s) to %v: %w", b.id, gpumem.FormatBytes(size), to, err)
+	}
+	cs, err := m.mv.copyStream()
+	if err != nil {
+		return fail(err)
+	}
+	var blk hostBlock
+	var ext extent.Extent
+	var start time.Time
+	if to == TierHost {
+		if blk, err = m.arena.alloc(size); err != nil {
+			return fail(err)
+		}
+		start = time.Now()
+		err = m.mv.copyDirect(blk.ptr(), src, size, waits)
+	} else {
+		ext = m.disk.alloc(size)
+		start = time.Now()
+		err = m.mv.toHost(src, size, waits, func(off uint64, p []byte) error {
+			return m.disk.writeAt(p, ext.Off+off)
+		})
+	}
+	dur := time.Since(start)
+	if err != nil {
+		if to == TierDisk {
+			m.disk.release(ext)
+		} else {
+			m.arena.release(blk)
+		}
+		return fail(err)
+	}
+	// The copy stream waited for every fence and the copy has completed: all
+	// use of the device memory is over.
+	derr := m.res.Deallocate(src, cs)
+	m.mu.Lock()
+	if to == TierHost {
+		m.hostRsv -= size
+		b.hblk = blk
+	} else {
+		b.ext = ext
+	}
+	m.subTierLocked(TierDevice, size, 1)
+	m.addTierLocked(to, size, 1)
+	b.tier, b.dptr = to, 0
+	m.dropFencesLocked(b)
+	stat.Count++
+	stat.Bytes += size
+	stat.Duration += dur
+	m.historyLocked(gpumem.ActionSpill, cs, src, size)
+	info := b.infoLocked()
+	m.mu.Unlock()
+	if derr != nil {
+		derr = fmt.Errorf("deferrable: spill buffer %d: give device memory back: %w", b.id, derr)
+	}
+	return m.notifySpill(info, TierDevice), derr
+}
+
+func (m *Manager) notifySpill(info Info, from Tier) func() {
+	if f := m.cb.Spill; f != nil {
+		return func() { f(info, from) }
+	}
+	return nop
+}
+
+// hostToDisk writes host-resident b (marked moving) to the disk tier, from
+// its pinned block, and gives the block back to the arena.
+func (m *Manager) hostToDisk(b *Buffer) (func(), error) {
+	m.mu.Lock()
+	blk, size := b.hblk, b.size
+	m.mu.Unlock()
+	ext := m.disk.alloc(size)
+	start := time.Now()
+	var err error
+	if mem := blk.bytes(); mem != nil {
+		err = m.disk.writeAt(mem, ext.Off)
+	} else {
+		err = m.chunked(size, func(off uint64, p []byte) error {
+			if err := m.arena.readBlock(blk, off, p); err != nil {
+				return err
+			}
+			return m.disk.writeAt(p, ext.Off+off)
+		})
+	}
+	dur := time.Since(start)
+	if err != nil {
+		m.disk.release(ext)
+		m.mu.Lock()
+		m.st.HostToDisk.Failures++
+		m.mu.Unlock()
+		return nop, fmt.Errorf("deferrable: spill buffer %d to disk: %w", b.id, err)
+	}
+	m.arena.release(blk)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b.hblk, b.ext, b.tier = hostBlock{}, ext, TierDisk
+	m.subTierLocked(TierHost, size, 1)
+	m.addTierLocked(TierDisk, size, 1)
+	m.st.HostToDisk.Count++
+	m.st.HostToDisk.Bytes += size
+	m.st.HostToDisk.Duration += dur
+	m.historyLocked(gpumem.ActionSpill, gpumem.Stream{Device: m.dev}, 0, size)
+	return m.notifySpill(b.infoLocked(), TierHost), nil
+}
+
+// chunked calls f on consecutive pieces of size bytes, each given a scratch
+// slice of at most the staging size (for backends whose pinned memory the
+// process cannot address).
+func (m *Manager) chunked(size uint64, f func(off uint64, p []byte) error) error {
+	buf := make([]byte, min(size, m.mv.chunk))
+	for off := uint64(0); off < size; off += uint64(len(buf)) {
+		if err := f(off, buf[:min(uint64(len(buf)), size-off)]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// diskToHost reads disk-resident b (marked moving; host room reserved) back
+// into a block of the pinned arena.
+func (m *Manager) diskToHost(b *Buffer) (func(), error) {
+	size, ext := b.size, b.ext
+	fail := func(err error) (func(), error) {
+		m.mu.Lock()
+		m.hostRsv -= size
+		m.st.DiskToHost.Failures++
+		m.mu.Unlock()
+		return nop, fmt.Errorf("deferrable: read buffer %d back from disk: %w", b.id, err)
+	}
+	blk, err := m.arena.alloc(size)
+	if err != nil {
+		return fail(err)
+	}
+	start := time.Now()
+	if mem := blk.bytes(); mem != nil {
+		err = m.disk.readAt(mem, ext.Off)
+	} else {
+		err = m.chunked(size, func(off uint64, p []byte) error {
+			if err := m.disk.readAt(p, ext.Off+off); err != nil {
+				return err
+			}
+			return m.arena.writeBlock(blk, off, p)
+		})
+	}
+	dur := time.Since(start)
+	if err != nil {
+		m.arena.release(blk)
+		return fail(err)
+	}
+	m.disk.release(ext)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.hostRsv -= size
+	b.hblk, b.tier = blk, TierHost
+	m.subTierLocked(TierDisk, size, 1)
+	m.addTierLocked(TierHost, size, 1)
+	m.st.DiskToHost.Count++
+	m.st.DiskToHost.Bytes += size
+	m.st.DiskToHost.Duration += dur
+	m.historyLocked(gpumem.ActionUnspill, gpumem.Stream{Device: m.dev}, 0, size)
+	info := b.infoLocked()
+	if f := m.cb.Unspill; f != nil {
+		return func() { f(info, TierDisk) }, nil
+	}
+	return nop, nil
+}
+
+// unspill brings b (marked moving, on the host or disk) back to the device:
+// new device memory (which may spill others), then the copy on the copy
+// stream (one DMA from the pinned arena, or the staging ring from disk),
+// waited for until it has completed.
+func (m *Manager) unspill(b *Buffer) (func(), error) {
+	m.mu.Lock()
+	from, size, blk, ext := b.tier, b.size, b.hblk, b.ext
+	m.mu.Unlock()
+	stat := &m.st.HostToDevice
+	if from == TierDisk {
+		stat = &m.st.DiskToDevice
+	}
+	fail := func(err error) (func(), error) {
+		m.mu.Lock()
+		stat.Failures++
+		m.mu.Unlock()
+		return nop, fmt.Errorf("deferrable: unspill buffer %d (%s) from %v: %w", b.id, gpumem.FormatBytes(size), from, err)
+	}
+	cs, err := m.mv.copyStream()
+	if err != nil {
+		return fail(err)
+	}
+	m.mu.Lock()
+	ev, err := m.eventLocked()
+	m.mu.Unlock()
+	if err != nil {
+		return fail(err)
+	}
+	putEvent := func() {
+		m.mu.Lock()
+		m.events = append(m.events, ev)
+		m.mu.Unlock()
+	}
+	p, err := m.allocDevice(size, cs)
+	if err != nil {
+		putEvent()
+		return fail(err)
+	}
+	start := time.Now()
+	if from == TierHost {
+		err = m.mv.copyDirect(p, blk.ptr(), size, nil)
+	} else {
+		err = m.mv.toDevice(p, size, func(off uint64, dst []byte) error {
+			return m.disk.readAt(dst, ext.Off+off)
+		}, ev)
+		if err == nil {
+			// Time the copy through its completion.
+			if err = m.b.EventSynchronize(ev); err != nil {
+				err = fmt.Errorf("deferrable: wait for copy: %w", err)
+				m.b.StreamSynchronize(cs)
+			}
+		}
+	}
+	dur := time.Since(start)
+	if err != nil {
+		putEvent()
+		m.res.Deallocate(p, cs) // the mover drained the copy stream
+		return fail(err)
+	}
+	if from == TierDisk {
+		m.disk.release(ext)
+	} else {
+		m.arena.release(blk)
+	}
+	m.mu.Lock()
+	b.hblk = hostBlock{}
+	b.tier, b.dptr = TierDevice, p
+	// The copy has completed; nothing needs to wait for it.
+	m.events = append(m.events, ev)
+	m.subTierLocked(from, size, 1)
+	m.addTierLocked(TierDevice, size, 1)
+	stat.Count++
+	stat.Bytes += size
+	stat.Duration += dur
+	m.historyLocked(gpumem.ActionUnspill, cs, p, size)
+	info := b.infoLocked()
+	m.mu.Unlock()
+	if f := m.cb.Unspill; f != nil {
+		return func() { f(info, from) }, nil
+	}
+	return nop, nil
+}

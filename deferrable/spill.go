@@ -1,0 +1,198 @@
+// The spilling policy: when to spill, which buffers, and to which tier.
+//
+// See doc.go for an overview.
+
+package deferrable
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpumem/gpumem"
+)
+
+// Spill moves unlocked buffers off the device, chosen by the policy, until at
+// least bytes have been freed or nothing unlocked is left. It returns the bytes
+// freed; an error says why some buffer could not be moved (it stays where it
+// was, whole).
+func (m *Manager) Spill(bytes uint64) (uint64, error) {
+	if err := m.usable("spill"); err != nil {
+		return 0, err
+	}
+	freed, _, err := m.spillDevice(bytes, false)
+	return freed, err
+}
+
+// OOMHandler returns a handler to give other allocators (SetOOMHandler): on
+// out-of-memory on the manager's device it spills at least the requested
+// bytes of unlocked buffers (on the first attempt, only what the device
+// lacks), as far as there are any, and asks for a retry when it spilled
+// something.
+func (m *Manager) OOMHandler() gpumem.OOMHandler {
+	return func(dev int, requested uint64, attempt int) bool {
+		if dev != m.dev {
+			return false
+		}
+		if requested == 0 {
+			requested = 1
+		}
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return false
+		}
+		m.nMoving++ // Close waits for this handler
+		m.mu.Unlock()
+		freed, waited, _ := m.spillDevice(m.shortfall(requested, attempt), true)
+		m.mu.Lock()
+		m.st.OOMHandlerCalls++
+		m.st.OOMSpilledBytes += freed
+		m.nMoving--
+		m.cond.Broadcast()
+		m.mu.Unlock()
+		return freed > 0 || waited
+	}
+}
+
+// spillDevice frees at least need device bytes if it can. With wait, when
+// nothing can be spilled now it waits instead for what will free device
+// memory soon: spills in flight on other goroutines, or an asynchronous
+// release (EventSynchronize on its fence), and reports that it waited, so
+// that the caller retries. Called with no lock held.
+func (m *Manager) spillDevice(need uint64, wait bool) (freed uint64, waited bool, err error) {
+	var errs []error
+	for round := 0; freed < need && round < 8; round++ {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			break
+		}
+		victims := m.chooseLocked(TierDevice, need-freed)
+		if len(victims) == 0 {
+			if !wait || waited {
+				m.mu.Unlock()
+				break
+			}
+			if m.nSpilling > 0 {
+				for n := m.nSpilling; n > 0 && m.nSpilling == n && !m.closed; {
+					m.cond.Wait()
+				}
+				m.mu.Unlock()
+				waited = true
+				continue
+			}
+			ev, ok := m.pendingFenceLocked()
+			m.mu.Unlock()
+			if !ok {
+				break
+			}
+			m.b.EventSynchronize(ev)
+			waited = true
+			continue
+		}
+		m.nSpilling += len(victims)
+		m.mu.Unlock()
+		progress := false
+		for _, v := range victims {
+			notify, err := m.spillOne(v)
+			m.mu.Lock()
+			m.nSpilling--
+			m.mu.Unlock()
+			m.doneMoving(v)
+			notify()
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			freed += v.size
+			progress = true
+		}
+		if !progress {
+			break
+		}
+	}
+	return freed, waited, errors.Join(errs...)
+}
+
+// chooseLocked asks the policy for victims among the unlocked buffers of tier
+// and marks the chosen ones moving.
+func (m *Manager) chooseLocked(tier Tier, need uint64) []*Buffer {
+	var cands []Candidate
+	for b := range m.live {
+		if b.tier == tier && !b.moving && !m.lockedLocked(b) {
+			cands = append(cands, Candidate{Buffer: b, Info: b.infoLocked(), LastUsed: b.lastUsed})
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	eligible := make(map[*Buffer]bool, len(cands))
+	for _, c := range cands {
+		eligible[c.Buffer] = true
+	}
+	var out []*Buffer
+	for _, c := range m.policy.Victims(cands, need) {
+		if eligible[c.Buffer] {
+			eligible[c.Buffer] = false
+			m.markMovingLocked(c.Buffer)
+			out = append(out, c.Buffer)
+		}
+	}
+	return out
+}
+
+// spillOne moves device-resident b (marked moving) to the host tier, making
+// room there by demoting older host buffers to disk, or to disk directly.
+func (m *Manager) spillOne(b *Buffer) (func(), error) {
+	err := m.reserveHost(b.size)
+	if err == nil {
+		notify, err := m.fromDevice(b, TierHost)
+		if err != nil && m.disk != nil && errors.Is(err, gpumem.ErrOutOfMemory) {
+			// The arena could not place it (its limit, fragmentation).
+			return m.fromDevice(b, TierDisk)
+		}
+		return notify, err
+	}
+	if m.disk == nil {
+		m.mu.Lock()
+		m.st.DeviceToHost.Failures++
+		m.mu.Unlock()
+		return nop, fmt.Errorf("deferrable: spill buffer %d: %w", b.id, err)
+	}
+	if b.size <= m.hostLm {
+		m.demoteHost(b.size)
+		if m.reserveHost(b.size) == nil {
+			return m.fromDevice(b, TierHost)
+		}
+	}
+	return m.fromDevice(b, TierDisk)
+}
+
+// reserveHost reserves room in the host tier or fails with ErrOutOfMemory.
+func (m *Manager) reserveHost(size uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.hostLm == 0 || m.tiers[TierHost].Bytes+m.hostRsv+size <= m.hostLm {
+		m.hostRsv += size
+		return nil
+	}
+	return fmt.Errorf("deferrable: host tier full: %s held and %s reserved of %s, %s more asked: %w",
+		gpumem.FormatBytes(m.tiers[TierHost].Bytes), gpumem.FormatBytes(m.hostRsv), gpumem.FormatBytes(m.hostLm),
+		gpumem.FormatBytes(size), gpumem.ErrOutOfMemory)
+}
+
+// demoteHost moves host buffers to disk until size more bytes fit under the
+// host limit (as far as it can).
+func (m *Manager) demoteHost(size uint64) {
+	m.mu.Lock()
+	var victims []*Buffer
+	if used := m.tiers[TierHost].Bytes + m.hostRsv + size; used > m.hostLm {
+		victims = m.chooseLocked(TierHost, used-m.hostLm)
+	}
+	m.mu.Unlock()
+	for _, v := range victims {
+		notify, _ := m.hostToDisk(v) // failure: v stays on the host
+		m.doneMoving(v)
+		notify()
+	}
+}
