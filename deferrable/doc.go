@@ -136,6 +136,7 @@
 //	fence.go     the fences and the event pool
 //	launch.go    LockAndLaunch(Async), ReleaseStream, SyncAndUnlock
 //	stats.go     Stats, tier figures, transfer counters, History
+//	metrics.go   the metrics collector (Collector) for package metrics
 //	close.go     Close and TrimHost
 //	tier.go      Tier, Info, Callbacks
 //	policy.go    Policy and LRU
