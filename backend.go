@@ -1,32 +1,3 @@
-// Package gpumem is the GPU memory layer for Go: one Backend interface over the
-// vendor's own library loaded at run time (the CUDA driver, libcuda.so.1, or the
-// HIP runtime, libamdhip64.so) without cgo, and the contracts that the allocators
-// in the subpackages share.
-//
-// # Packages
-//
-//	gpumem            the Backend interface, handle types, errors, the Resource contract
-//	driver/           the CUDA driver API backend
-//	hip/              the HIP runtime backend
-//	sim/              a simulated GPU in pure Go, for tests on machines with no GPU
-//	all/              imports every backend so that Open can choose among them
-//	caching/          the PyTorch-semantics caching allocator
-//	asyncpool/        the stream-ordered pool allocator
-//
-// # Choosing a backend
-//
-// Open reads GPUMEM_BACKEND (cuda, hip, sim or auto; default auto) and
-// GPUMEM_CUDA_LIBRARY / GPUMEM_HIP_LIBRARY. Auto tries CUDA, then HIP, and fails
-// with an error naming every library tried and why it failed; it never falls back
-// to the simulator silently. Backends register themselves when their package is
-// imported; import github.com/gpumem/gpumem/all to have them all.
-//
-// # Threads
-//
-// CUDA's current context and HIP's current device are per-OS-thread state.
-// Every Backend method is correct from any goroutine: handles carry their device
-// and the backend makes that device current inside the same foreign call. Callers
-// never lock OS threads.
 package gpumem
 
 import "fmt"
