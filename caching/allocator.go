@@ -10,6 +10,7 @@ import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/clock"
 	"github.com/gpumem/gpumem/internal/oomhooks"
+	"github.com/gpumem/gpumem/internal/ptrmap"
 )
 
 // PoolID names a private memory pool used by graph captures. Captures that
@@ -124,7 +125,7 @@ type device struct {
 
 	small, large *pool
 	private      map[PoolID]*privatePool
-	live         ptrMap // allocated and pending blocks, by address
+	live         ptrmap.Map[*block] // allocated and pending blocks, by address
 	segments     map[*segment]struct{}
 	stats        gpumem.MemoryStats
 	spare        []*block
@@ -208,7 +209,7 @@ func New(b gpumem.Backend, opts Options) (*Allocator, error) {
 		d := &device{
 			a: a, id: i, total: total,
 			small: newPool(true, nil), large: newPool(false, nil),
-			private: map[PoolID]*privatePool{}, live: newPtrMap(),
+			private:  map[PoolID]*privatePool{},
 			segments: map[*segment]struct{}{}, pending: map[uintptr][]pendingEvent{},
 			streamEvents: map[uintptr]gpumem.Event{},
 		}
@@ -515,7 +516,7 @@ func dec(a *gpumem.StatArray, st int, n int64) {
 func (d *device) markAllocated(b *block, size uint64) gpumem.Ptr {
 	b.allocated = true
 	b.requested = size
-	d.live.put(b.addr, b)
+	d.live.Insert(uint64(b.addr), b)
 	st := b.pool.statType()
 	s := &d.stats
 	inc(&s.Allocation, st, 1)
@@ -919,7 +920,7 @@ func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 		// Fast path: the block is on the stream's device.
 		d := a.devs[dev]
 		d.mu.Lock()
-		if b := d.live.get(p); b != nil && b.allocated && !d.closed {
+		if b, _ := d.live.Get(uint64(p)); b != nil && b.allocated && !d.closed {
 			if s.Handle != b.stream.Handle {
 				addUse(b, s)
 			}
@@ -952,7 +953,7 @@ func (a *Allocator) find(p gpumem.Ptr, hint int) (*device, *block, error) {
 			d.mu.Unlock()
 			return nil, errClosed()
 		}
-		if b := d.live.get(p); b != nil && b.allocated {
+		if b, _ := d.live.Get(uint64(p)); b != nil && b.allocated {
 			return b, nil
 		}
 		d.mu.Unlock()
@@ -961,7 +962,7 @@ func (a *Allocator) find(p gpumem.Ptr, hint int) (*device, *block, error) {
 	if hint >= 0 && hint < len(a.devs) {
 		d := a.devs[hint]
 		d.mu.Lock()
-		if b := d.live.get(p); b != nil && b.allocated && !d.closed {
+		if b, _ := d.live.Get(uint64(p)); b != nil && b.allocated && !d.closed {
 			return d, b, nil
 		}
 		d.mu.Unlock()
@@ -993,7 +994,6 @@ func addUse(b *block, s gpumem.Stream) {
 
 func (d *device) freeLocked(b *block, s gpumem.Stream) error {
 	b.allocated = false
-	d.live.del(b.addr)
 	st := b.pool.statType()
 	dec(&d.stats.Allocation, st, 1)
 	dec(&d.stats.AllocatedBytes, st, int64(b.size))
@@ -1002,10 +1002,12 @@ func (d *device) freeLocked(b *block, s gpumem.Stream) error {
 		d.record(gpumem.ActionFreeRequest, s.Handle, b.addr, b.size)
 	}
 	if len(b.uses) == 0 {
+		d.live.Delete(uint64(b.addr))
 		d.freeBlock(b)
 		return nil
 	}
-	d.live.put(b.addr, b) // pending: still ours, not reusable
+	// Pending: the block stays in the address table, still ours and not
+	// reusable.
 	d.stats.PendingReleaseBytes += int64(b.size)
 	if len(d.captures) > 0 {
 		d.deferred = append(d.deferred, b)
@@ -1058,7 +1060,7 @@ func (d *device) getEvent() (gpumem.Event, error) {
 }
 
 func (d *device) pendingDone(b *block) {
-	d.live.del(b.addr)
+	d.live.Delete(uint64(b.addr))
 	d.stats.PendingReleaseBytes -= int64(b.size)
 	d.freeBlock(b)
 }

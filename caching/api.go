@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/ptrmap"
 )
 
 // Stats returns the statistics of device dev (zero for an unknown device).
@@ -208,7 +209,7 @@ func (d *device) closeLocked() error {
 		}
 	}
 	d.segments = map[*segment]struct{}{}
-	d.live = newPtrMap()
+	d.live = ptrmap.Map[*block]{}
 	for _, ev := range d.events {
 		if err := d.a.b.EventDestroy(ev); err != nil {
 			errs = append(errs, fmt.Errorf("caching: destroying an event: %w", err))

@@ -93,36 +93,6 @@ func TestRandomInvariants(t *testing.T) {
 	}
 }
 
-func TestPtrMap(t *testing.T) {
-	rng := rand.New(rand.NewSource(2))
-	m := newPtrMap()
-	ref := map[gpumem.Ptr]*block{}
-	for i := 0; i < 20000; i++ {
-		p := gpumem.Ptr(uint64(rng.Intn(4096)+1) << 9)
-		if rng.Intn(2) == 0 {
-			b := &block{addr: p}
-			m.put(p, b)
-			ref[p] = b
-		} else {
-			m.del(p)
-			delete(ref, p)
-		}
-		if m.n != len(ref) {
-			t.Fatalf("size %d, want %d", m.n, len(ref))
-		}
-	}
-	for p, b := range ref {
-		if m.get(p) != b {
-			t.Fatalf("get(%#x) wrong", p)
-		}
-	}
-	for p := gpumem.Ptr(512); p < 4097<<9; p += 512 {
-		if _, ok := ref[p]; !ok && m.get(p) != nil {
-			t.Fatalf("get(%#x) found a deleted key", p)
-		}
-	}
-}
-
 // TestConcurrent runs many goroutines on one allocator; run under -race.
 func TestConcurrent(t *testing.T) {
 	f := fakegpu.New(4 << 30)

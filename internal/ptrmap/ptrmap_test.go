@@ -243,3 +243,41 @@ func BenchmarkChurn(b *testing.B) {
 		})
 	}
 }
+
+// TestBlockAddresses drives the map as the caching allocator does: keys
+// are block addresses (multiples of 512 in a few hundred KiB), values
+// pointers, inserted when a block is handed out and deleted when it
+// returns, against a Go map.
+func TestBlockAddresses(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 3))
+	var m Map[*val]
+	ref := map[uint64]*val{}
+	for i := 0; i < 20000; i++ {
+		k := uint64(rng.IntN(4096)+1) << 9
+		if rng.IntN(2) == 0 {
+			if _, ok := ref[k]; ok {
+				continue
+			}
+			v := &val{size: k}
+			if !m.Insert(k, v) {
+				t.Fatalf("Insert(%#x) of an absent key failed", k)
+			}
+			ref[k] = v
+		} else {
+			got, ok := m.Delete(k)
+			if want, had := ref[k]; ok != had || got != want {
+				t.Fatalf("Delete(%#x) = %v, %v", k, got, ok)
+			}
+			delete(ref, k)
+		}
+		if m.Len() != len(ref) {
+			t.Fatalf("Len %d, want %d", m.Len(), len(ref))
+		}
+	}
+	for k := uint64(512); k < 4097<<9; k += 512 {
+		got, _ := m.Get(k)
+		if got != ref[k] {
+			t.Fatalf("Get(%#x) = %v, want %v", k, got, ref[k])
+		}
+	}
+}
