@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/internal/clock"
+	"github.com/gpumem/gpumem/internal/history"
 	"github.com/gpumem/gpumem/internal/oomhooks"
 	"github.com/gpumem/gpumem/internal/ptrmap"
 )
@@ -144,9 +144,7 @@ type device struct {
 	keepChunk uint64             // while a mapping runs: the chunk size whose unmapped handles it reuses
 	kept      []gpumem.MemHandle // handles unmapped for that mapping, not yet reused
 
-	history []gpumem.HistoryEntry
-	histPos int
-	histLen int
+	history history.Ring // the most recent events (Options.HistorySize)
 
 	highWater uint64 // reserved bytes' high-water mark for release before growth (ResetPeakStats leaves it)
 	allocHigh uint64 // allocated bytes' high-water mark (ResetPeakStats leaves it)
@@ -170,11 +168,6 @@ type Allocator struct {
 	nextPool atomic.Uint64
 	logOnce  sync.Once
 }
-
-var (
-	_ gpumem.Resource       = (*Allocator)(nil)
-	_ gpumem.StreamRecorder = (*Allocator)(nil)
-)
 
 type backendUpstream struct{ b gpumem.Backend }
 
@@ -218,9 +211,7 @@ func New(b gpumem.Backend, opts Options) (*Allocator, error) {
 		}
 		d.gc = opts.GarbageCollectionThreshold > 0
 		d.maxSplit = opts.MaxSplitSize
-		if opts.HistorySize > 0 {
-			d.history = make([]gpumem.HistoryEntry, opts.HistorySize)
-		}
+		d.history = history.New(opts.HistorySize)
 		if opts.ExpandableSegments {
 			d.initExpandable()
 		}
@@ -275,9 +266,9 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 			d.mu.Unlock()
 			return p, err
 		}
-		if h := a.hooks.Handler(); h != nil {
+		if a.hooks.Handler() != nil {
 			d.mu.Unlock()
-			if h(d.id, size, attempt) {
+			if a.hooks.Retry(d.id, size, attempt) {
 				continue
 			}
 			d.mu.Lock()
@@ -527,7 +518,7 @@ func (d *device) markAllocated(b *block, size uint64) gpumem.Ptr {
 	inc(&s.Active, st, 1)
 	inc(&s.ActiveBytes, st, int64(b.size))
 	inc(&s.RequestedBytes, st, int64(size))
-	if d.history != nil {
+	if d.history.On() {
 		d.record(gpumem.ActionAlloc, b.stream.Handle, b.addr, b.size)
 	}
 	return b.addr
@@ -998,7 +989,7 @@ func (d *device) freeLocked(b *block, s gpumem.Stream) error {
 	dec(&d.stats.Allocation, st, 1)
 	dec(&d.stats.AllocatedBytes, st, int64(b.size))
 	dec(&d.stats.RequestedBytes, st, int64(b.requested))
-	if d.history != nil {
+	if d.history.On() {
 		d.record(gpumem.ActionFreeRequest, s.Handle, b.addr, b.size)
 	}
 	if len(b.uses) == 0 {
@@ -1121,7 +1112,7 @@ func (d *device) freeBlock(b *block) {
 	st := b.pool.statType()
 	dec(&d.stats.Active, st, 1)
 	dec(&d.stats.ActiveBytes, st, int64(b.size))
-	if d.history != nil {
+	if d.history.On() {
 		d.record(gpumem.ActionFreeComplete, b.stream.Handle, b.addr, b.size)
 	}
 	b = d.mergeAndCache(b)
@@ -1292,14 +1283,7 @@ func (d *device) largestFree() uint64 {
 }
 
 func (d *device) record(action gpumem.HistoryAction, stream uintptr, addr gpumem.Ptr, size uint64) {
-	if d.history == nil {
-		return
-	}
-	d.history[d.histPos] = gpumem.HistoryEntry{Time: clock.Now(), Action: action, Device: d.id, Stream: stream, Addr: addr, Size: size}
-	d.histPos = (d.histPos + 1) % len(d.history)
-	if d.histLen < len(d.history) {
-		d.histLen++
-	}
+	d.history.Add(action, d.id, stream, addr, size)
 }
 
 // growthBound is the reserved size up to which a new segment of segSize

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/history"
 	"github.com/gpumem/gpumem/internal/ptrmap"
 )
 
@@ -53,13 +54,7 @@ func (a *Allocator) ResetPeakStats(dev int) {
 	d := a.devs[dev]
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s := &d.stats
-	for _, arr := range []*gpumem.StatArray{&s.Allocation, &s.Segment, &s.Active, &s.InactiveSplit,
-		&s.AllocatedBytes, &s.ReservedBytes, &s.ActiveBytes, &s.InactiveSplitBytes, &s.RequestedBytes} {
-		for i := range arr {
-			arr[i].ResetPeak()
-		}
-	}
+	d.stats.ResetPeaks()
 }
 
 // Snapshot returns every segment with its blocks, the memory history and the
@@ -110,19 +105,13 @@ func (a *Allocator) Snapshot() gpumem.Snapshot {
 // History returns the memory history of every device, oldest first: at
 // most Options.HistorySize entries per device.
 func (a *Allocator) History() []gpumem.HistoryEntry {
-	var out []gpumem.HistoryEntry
-	for _, d := range a.devs {
+	hs := make([][]gpumem.HistoryEntry, len(a.devs))
+	for i, d := range a.devs {
 		d.mu.Lock()
-		if d.histLen > 0 {
-			start := (d.histPos - d.histLen + len(d.history)) % len(d.history)
-			for i := 0; i < d.histLen; i++ {
-				out = append(out, d.history[(start+i)%len(d.history)])
-			}
-		}
+		hs[i] = d.history.AppendTo(nil)
 		d.mu.Unlock()
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
-	return out
+	return history.Merge(hs...)
 }
 
 // EmptyCache returns every wholly free cached segment to the device and

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/fakegpu"
+	"github.com/gpumem/gpumem/internal/oomhooks"
 )
 
 func TestRoundSize(t *testing.T) {
@@ -511,4 +512,48 @@ func TestCapturePools(t *testing.T) {
 	}
 	_ = a.Deallocate(p3, s)
 	checkInvariants(t, a)
+}
+
+// An OOM handler that keeps asking for a retry is asked at most
+// oomhooks.MaxAttempts times; the allocation then fails.
+func TestOOMRetryIsBounded(t *testing.T) {
+	a, err := New(fakegpu.New(64<<20), DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	calls := 0
+	a.SetOOMHandler(func(dev int, size uint64, attempt int) bool {
+		if attempt != calls {
+			t.Errorf("attempt %d at call %d", attempt, calls)
+		}
+		calls++
+		return true
+	})
+	if _, err := a.Allocate(100<<20, gpumem.Stream{Handle: 1}); !errors.Is(err, gpumem.ErrOutOfMemory) {
+		t.Fatalf("Allocate beyond capacity: %v", err)
+	}
+	if calls != oomhooks.MaxAttempts {
+		t.Errorf("handler asked %d times, want %d", calls, oomhooks.MaxAttempts)
+	}
+	if n := a.Stats(0).NumOOMs; n != 1 {
+		t.Errorf("%d OOMs counted, want 1", n)
+	}
+}
+
+// The registry builds a caching allocator from a configuration string and
+// rejects the keys of other allocators.
+func TestRegistered(t *testing.T) {
+	f := fakegpu.New(1 << 30)
+	a, err := gpumem.NewAllocator(f, "max_split_size_mb:64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := a.(*Allocator); !ok || c.opts.MaxSplitSize != 64<<20 {
+		t.Errorf("built %T", a)
+	}
+	_ = a.Close()
+	if _, err := gpumem.NewNamedAllocator(f, "caching", "throttle_ratio:0.5"); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("an asyncpool key: %v", err)
+	}
 }
