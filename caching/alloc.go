@@ -44,7 +44,7 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 			d.mu.Lock()
 		}
 		d.stats.NumOOMs++
-		d.record(gpumem.ActionOOM, s.Handle, 0, size)
+		d.recordLocked(gpumem.ActionOOM, s.Handle, 0, size)
 		d.mu.Unlock()
 		a.hooks.Notify(func() *gpumem.OutOfMemoryError { return oom })
 		return 0, oom
@@ -53,28 +53,28 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 
 // allocLocked runs the allocation path with d.mu held. It returns an
 // *OutOfMemoryError (and no other error) when memory ran out, so that the
-// caller can run the OOM handler without the lock.
+// caller can run the OOM handler without the lock. d.mu must be held.
 func (d *device) allocLocked(size, rounded uint64, s gpumem.Stream) (gpumem.Ptr, *gpumem.OutOfMemoryError, error) {
 	if size > d.total {
-		return 0, d.oomError(size, nil), nil
+		return 0, d.oomErrorLocked(size, nil), nil
 	}
 	var pp *privatePool
 	if len(d.captures) > 0 {
-		pp = d.capturePool(s)
-	} else if d.npending > 0 && !d.capturing(s) {
-		d.processEvents()
+		pp = d.capturePoolLocked(s)
+	} else if d.npending > 0 && !d.capturingLocked(s) {
+		d.processEventsLocked()
 	}
 	p := d.poolFor(rounded, pp)
-	if ptr, ok := d.takeAndSplit(p, size, rounded, s.Handle); ok {
+	if ptr, ok := d.takeAndSplitLocked(p, size, rounded, s.Handle); ok {
 		return ptr, nil, nil
 	}
-	if b := d.getFreeBlock(p, rounded, s.Handle); b != nil {
+	if b := d.getFreeBlockLocked(p, rounded, s.Handle); b != nil {
 		if b.seg.exp != nil {
-			return d.allocInExpandable(b, size, rounded, s)
+			return d.allocInExpandableLocked(b, size, rounded, s)
 		}
-		return d.finishAlloc(b, size, rounded), nil, nil
+		return d.finishAllocLocked(b, size, rounded), nil, nil
 	}
-	return d.allocSlow(p, size, rounded, s)
+	return d.allocSlowLocked(p, size, rounded, s)
 }
 
 func (d *device) poolFor(rounded uint64, pp *privatePool) *pool {
@@ -91,9 +91,10 @@ func (d *device) poolFor(rounded uint64, pp *privatePool) *pool {
 	return d.large
 }
 
-// getFreeBlock is PyTorch's get_free_block: the smallest cached block of the
+// getFreeBlockLocked is PyTorch's get_free_block: the smallest cached block of the
 // stream that fits, subject to the max_split_size rules; removed from its tree.
-func (d *device) getFreeBlock(p *pool, rounded uint64, stream uintptr) *block {
+// d.mu must be held.
+func (d *device) getFreeBlockLocked(p *pool, rounded uint64, stream uintptr) *block {
 	if d.gc {
 		p.calls++
 	}
@@ -102,25 +103,26 @@ func (d *device) getFreeBlock(p *pool, rounded uint64, stream uintptr) *block {
 		return nil
 	}
 	b := t.lowerBound(rounded)
-	if b == nil || !d.usable(b, rounded) {
+	if b == nil || !d.usableLocked(b, rounded) {
 		return nil
 	}
-	d.takeFromTree(t, b)
+	d.takeFromTreeLocked(t, b)
 	return b
 }
 
-// takeAndSplit is the common cache hit in one descent: the best-fitting
+// takeAndSplitLocked is the common cache hit in one descent: the best-fitting
 // block of a regular segment that is split, when the remainder orders where
 // the block did (after the block's predecessor), takes the block's place in
 // the tree instead of a removal and an insertion. ok is false when the hit
 // is not of that kind (or there is none); nothing has changed then.
-func (d *device) takeAndSplit(p *pool, size, rounded uint64, stream uintptr) (gpumem.Ptr, bool) {
+// d.mu must be held.
+func (d *device) takeAndSplitLocked(p *pool, size, rounded uint64, stream uintptr) (gpumem.Ptr, bool) {
 	t := p.treeFor(stream, false)
 	if t == nil {
 		return 0, false
 	}
 	b, link, pred := t.lowerBoundAt(rounded)
-	if b == nil || b.seg.exp != nil || !d.usable(b, rounded) || !d.shouldSplit(b, rounded) {
+	if b == nil || b.seg.exp != nil || !d.usableLocked(b, rounded) || !d.shouldSplitLocked(b, rounded) {
 		return 0, false
 	}
 	restSize, restAddr := b.size-rounded, b.addr.Add(rounded)
@@ -136,7 +138,7 @@ func (d *device) takeAndSplit(p *pool, size, rounded uint64, stream uintptr) (gp
 		dec(&d.stats.InactiveSplit, st, 1)
 		dec(&d.stats.InactiveSplitBytes, st, int64(b.size))
 	}
-	rest := d.newBlock()
+	rest := d.newBlockLocked()
 	rest.addr, rest.size = restAddr, restSize
 	rest.stream, rest.pool, rest.tree, rest.seg = b.stream, b.pool, b.tree, b.seg
 	rest.prev, rest.next = b, b.next
@@ -151,11 +153,12 @@ func (d *device) takeAndSplit(p *pool, size, rounded uint64, stream uintptr) (gp
 	st := p.statType()
 	inc(&d.stats.InactiveSplit, st, 1)
 	inc(&d.stats.InactiveSplitBytes, st, int64(rest.size))
-	return d.markAllocated(b, size), true
+	return d.markAllocatedLocked(b, size), true
 }
 
-// usable applies the oversize rules to a candidate that fits.
-func (d *device) usable(b *block, rounded uint64) bool {
+// usableLocked applies the oversize rules to a candidate that fits.
+// d.mu must be held.
+func (d *device) usableLocked(b *block, rounded uint64) bool {
 	if b.seg.exp != nil {
 		return true
 	}
@@ -172,7 +175,9 @@ func (d *device) usable(b *block, rounded uint64) bool {
 	return true
 }
 
-func (d *device) takeFromTree(t *tree, b *block) {
+// takeFromTreeLocked removes the free block b from its tree t and uncounts
+// it from inactive_split. d.mu must be held.
+func (d *device) takeFromTreeLocked(t *tree, b *block) {
 	t.remove(b)
 	if b.counted {
 		b.counted = false
@@ -182,8 +187,8 @@ func (d *device) takeFromTree(t *tree, b *block) {
 	}
 }
 
-// cache puts a free block into its pool's tree.
-func (d *device) cache(b *block) {
+// cacheLocked puts a free block into its pool's tree. d.mu must be held.
+func (d *device) cacheLocked(b *block) {
 	t := b.tree
 	b.gcBase = b.pool.calls
 	t.insert(b)
@@ -195,7 +200,9 @@ func (d *device) cache(b *block) {
 	}
 }
 
-func (d *device) newBlock() *block {
+// newBlockLocked returns a block from the device's spares, or a new one.
+// d.mu must be held.
+func (d *device) newBlockLocked() *block {
 	if n := len(d.spare); n > 0 {
 		b := d.spare[n-1]
 		d.spare = d.spare[:n-1]
@@ -204,7 +211,9 @@ func (d *device) newBlock() *block {
 	return &block{}
 }
 
-func (d *device) recycle(b *block) {
+// recycleLocked clears b and keeps it as a spare for newBlockLocked.
+// d.mu must be held.
+func (d *device) recycleLocked(b *block) {
 	b.prev, b.next, b.seg, b.pool, b.tree = nil, nil, nil, nil, nil
 	b.allocated, b.inTree, b.counted = false, false, false
 	b.events, b.requested = 0, 0
@@ -212,8 +221,8 @@ func (d *device) recycle(b *block) {
 	d.spare = append(d.spare, b)
 }
 
-// shouldSplit is PyTorch's should_split.
-func (d *device) shouldSplit(b *block, rounded uint64) bool {
+// shouldSplitLocked is PyTorch's should_split. d.mu must be held.
+func (d *device) shouldSplitLocked(b *block, rounded uint64) bool {
 	remaining := b.size - rounded
 	if b.pool.small || b.seg.exp != nil {
 		return remaining >= MinBlockSize
@@ -222,17 +231,18 @@ func (d *device) shouldSplit(b *block, rounded uint64) bool {
 	return (ms == 0 || rounded < ms) && remaining > SmallSize
 }
 
-// finishAlloc splits b if worthwhile, marks it allocated and counts it.
-func (d *device) finishAlloc(b *block, size, rounded uint64) gpumem.Ptr {
-	d.split(b, rounded)
-	return d.markAllocated(b, size)
+// finishAllocLocked splits b if worthwhile, marks it allocated and counts it.
+// d.mu must be held.
+func (d *device) finishAllocLocked(b *block, size, rounded uint64) gpumem.Ptr {
+	d.splitLocked(b, rounded)
+	return d.markAllocatedLocked(b, size)
 }
 
-// split cuts b (out of any tree) to rounded bytes when worthwhile, caching
-// the remainder.
-func (d *device) split(b *block, rounded uint64) {
-	if d.shouldSplit(b, rounded) {
-		rest := d.newBlock()
+// splitLocked cuts b (out of any tree) to rounded bytes when worthwhile, caching
+// the remainder. d.mu must be held.
+func (d *device) splitLocked(b *block, rounded uint64) {
+	if d.shouldSplitLocked(b, rounded) {
+		rest := d.newBlockLocked()
 		rest.addr = b.addr.Add(rounded)
 		rest.size = b.size - rounded
 		rest.stream = b.stream
@@ -246,11 +256,14 @@ func (d *device) split(b *block, rounded uint64) {
 		}
 		b.next = rest
 		b.size = rounded
-		d.cache(rest)
+		d.cacheLocked(rest)
 	}
 }
 
-func (d *device) markAllocated(b *block, size uint64) gpumem.Ptr {
+// markAllocatedLocked hands b out for a request of size bytes: records it
+// in the address table, counts it and records it in the history. It
+// returns b's address. d.mu must be held.
+func (d *device) markAllocatedLocked(b *block, size uint64) gpumem.Ptr {
 	b.allocated = true
 	b.requested = size
 	d.live.Insert(uint64(b.addr), b)
@@ -265,68 +278,69 @@ func (d *device) markAllocated(b *block, size uint64) gpumem.Ptr {
 	inc(&s.ActiveBytes, st, int64(b.size))
 	inc(&s.RequestedBytes, st, int64(size))
 	if d.history.On() {
-		d.record(gpumem.ActionAlloc, b.stream.Handle, b.addr, b.size)
+		d.recordLocked(gpumem.ActionAlloc, b.stream.Handle, b.addr, b.size)
 	}
 	return b.addr
 }
 
-// allocSlow handles a cache miss: cross-stream reuse, garbage collection, a
-// new segment, and the out-of-memory retries.
-func (d *device) allocSlow(p *pool, size, rounded uint64, s gpumem.Stream) (gpumem.Ptr, *gpumem.OutOfMemoryError, error) {
+// allocSlowLocked handles a cache miss: cross-stream reuse, garbage collection, a
+// new segment, and the out-of-memory retries. d.mu must be held.
+func (d *device) allocSlowLocked(p *pool, size, rounded uint64, s gpumem.Stream) (gpumem.Ptr, *gpumem.OutOfMemoryError, error) {
 	opts := &d.a.opts
 	if d.expOn && p.private == nil {
-		return d.allocExpandable(p, size, rounded, s)
+		return d.allocExpandableLocked(p, size, rounded, s)
 	}
 	if opts.CrossStreamReuse && len(d.captures) == 0 {
-		if b, err := d.crossStreamBlock(p, rounded, s); err != nil {
+		if b, err := d.crossStreamBlockLocked(p, rounded, s); err != nil {
 			return 0, nil, err
 		} else if b != nil {
-			return d.finishAlloc(b, size, rounded), nil, nil
+			return d.finishAllocLocked(b, size, rounded), nil, nil
 		}
 	}
 	if opts.GarbageCollectionThreshold > 0 {
-		d.garbageCollect()
+		d.garbageCollectLocked()
 	}
-	segSize := d.segmentSize(p, rounded)
-	if seg := d.growCandidate(p, segSize, s.Handle); seg != nil {
+	segSize := d.segmentSizeLocked(p, rounded)
+	if seg := d.growCandidateLocked(p, segSize, s.Handle); seg != nil {
 		// Growing a wholly free segment in place adds fewer bytes than a
 		// new segment and spares releasing the old one. On failure (out
 		// of memory) a new segment is tried, with its retries.
-		if b, err := d.growSegment(seg, segSize); err == nil {
-			return d.finishAlloc(b, size, rounded), nil, nil
+		if b, err := d.growSegmentLocked(seg, segSize); err == nil {
+			return d.finishAllocLocked(b, size, rounded), nil, nil
 		}
 	}
-	b, err := d.newSegment(p, segSize, s)
+	b, err := d.newSegmentLocked(p, segSize, s)
 	if natural := pytorchSegmentSize(p, rounded); errors.Is(err, gpumem.ErrOutOfMemory) && segSize > natural {
 		// The enlarged segment does not fit: PyTorch's size may.
 		segSize = natural
-		b, err = d.newSegment(p, segSize, s)
+		b, err = d.newSegmentLocked(p, segSize, s)
 	}
 	if errors.Is(err, gpumem.ErrOutOfMemory) {
 		// Free oversize cached blocks, then every unsplit cached block, and retry.
-		if d.releaseAvailable(p, rounded, s.Handle) {
-			b, err = d.newSegment(p, segSize, s)
+		if d.releaseAvailableLocked(p, rounded, s.Handle) {
+			b, err = d.newSegmentLocked(p, segSize, s)
 		}
 		if errors.Is(err, gpumem.ErrOutOfMemory) && len(d.captures) == 0 {
 			d.stats.NumAllocRetries++
-			d.releaseCached(true)
-			b, err = d.newSegment(p, segSize, s)
+			d.releaseCachedLocked(true)
+			b, err = d.newSegmentLocked(p, segSize, s)
 		}
 	}
 	if err != nil {
 		if errors.Is(err, gpumem.ErrOutOfMemory) {
-			return 0, d.oomError(size, err), nil
+			return 0, d.oomErrorLocked(size, err), nil
 		}
 		return 0, nil, err
 	}
-	return d.finishAlloc(b, size, rounded), nil, nil
+	return d.finishAllocLocked(b, size, rounded), nil, nil
 }
 
-// newSegment takes a regular segment of segSize from Upstream for pool p and
+// newSegmentLocked takes a regular segment of segSize from Upstream for pool p and
 // returns its single block, out of any tree. Out-of-memory errors (from the
 // device or the memory fraction) match gpumem.ErrOutOfMemory.
-func (d *device) newSegment(p *pool, segSize uint64, s gpumem.Stream) (*block, error) {
-	if err := d.makeRoom(segSize); err != nil {
+// d.mu must be held.
+func (d *device) newSegmentLocked(p *pool, segSize uint64, s gpumem.Stream) (*block, error) {
+	if err := d.makeRoomLocked(segSize); err != nil {
 		return nil, err
 	}
 	var (
@@ -334,10 +348,10 @@ func (d *device) newSegment(p *pool, segSize uint64, s gpumem.Stream) (*block, e
 		g   *growable
 		err error
 	)
-	if d.growableFor(p, segSize) {
-		ptr, g, err = d.allocGrowable(segSize)
+	if d.growableForLocked(p, segSize) {
+		ptr, g, err = d.allocGrowableLocked(segSize)
 		if errors.Is(err, gpumem.ErrNotSupported) {
-			d.disableGrowable(err)
+			d.disableGrowableLocked(err)
 		}
 	}
 	if g == nil && !errors.Is(err, gpumem.ErrOutOfMemory) {
@@ -352,11 +366,11 @@ func (d *device) newSegment(p *pool, segSize uint64, s gpumem.Stream) (*block, e
 	seg := &segment{addr: ptr, size: segSize, pool: p, stream: s, grow: g}
 	if h := d.a.opts.OnNewSegment; h != nil {
 		if err := h(d.id, ptr, segSize); err != nil {
-			_, _ = d.freeSegmentMemory(seg)
+			_, _ = d.freeSegmentMemoryLocked(seg)
 			return nil, fmt.Errorf("caching: new segment hook: %w", err)
 		}
 	}
-	b := d.newBlock()
+	b := d.newBlockLocked()
 	b.addr, b.size, b.stream, b.pool, b.seg = ptr, segSize, s, p, seg
 	b.tree = p.treeFor(s.Handle, true)
 	seg.head = b
@@ -366,16 +380,17 @@ func (d *device) newSegment(p *pool, segSize uint64, s gpumem.Stream) (*block, e
 	}
 	st := p.statType()
 	d.stats.Segment.Add(st, 1)
-	d.addReserved(st, int64(segSize))
+	d.addReservedLocked(st, int64(segSize))
 	d.stats.NumDeviceAlloc++
-	d.record(gpumem.ActionSegmentAlloc, s.Handle, ptr, segSize)
+	d.recordLocked(gpumem.ActionSegmentAlloc, s.Handle, ptr, segSize)
 	return b, nil
 }
 
-// segmentSize is the size of a new regular segment for a request of
+// segmentSizeLocked is the size of a new regular segment for a request of
 // rounded bytes from pool p: PyTorch's sizes, with small segments of
 // Options.SmallSegment and large ones of at least Options.MinLargeSegment.
-func (d *device) segmentSize(p *pool, rounded uint64) uint64 {
+// d.mu must be held.
+func (d *device) segmentSizeLocked(p *pool, rounded uint64) uint64 {
 	o := &d.a.opts
 	if p.small {
 		if o.SmallSegment > 0 {

@@ -10,13 +10,13 @@ import (
 	"github.com/gpumem/gpumem"
 )
 
-// insertEvents records an event on every stream that used b; b returns to
-// its pool when all have completed.
-func (d *device) insertEvents(b *block) error {
+// insertEventsLocked records an event on every stream that used b; b returns to
+// its pool when all have completed. d.mu must be held.
+func (d *device) insertEventsLocked(b *block) error {
 	uses := b.uses
 	var firstErr error
 	for _, u := range uses {
-		ev, err := d.getEvent()
+		ev, err := d.getEventLocked()
 		if err == nil {
 			err = d.a.b.EventRecord(ev, u)
 			if err != nil {
@@ -39,12 +39,13 @@ func (d *device) insertEvents(b *block) error {
 	}
 	b.uses = b.uses[:0]
 	if b.events == 0 {
-		d.pendingDone(b)
+		d.pendingDoneLocked(b)
 	}
 	return firstErr
 }
 
-func (d *device) getEvent() (gpumem.Event, error) {
+// getEventLocked returns a cached event, or a new one. d.mu must be held.
+func (d *device) getEventLocked() (gpumem.Event, error) {
 	if n := len(d.events); n > 0 {
 		ev := d.events[n-1]
 		d.events = d.events[:n-1]
@@ -53,14 +54,17 @@ func (d *device) getEvent() (gpumem.Event, error) {
 	return d.a.b.EventCreate(d.id, gpumem.EventDisableTiming)
 }
 
-func (d *device) pendingDone(b *block) {
+// pendingDoneLocked returns the pending block b, whose events have all
+// completed, to its pool. d.mu must be held.
+func (d *device) pendingDoneLocked(b *block) {
 	d.live.Delete(uint64(b.addr))
 	d.stats.PendingReleaseBytes -= int64(b.size)
-	d.freeBlock(b)
+	d.freeBlockLocked(b)
 }
 
-// processEvents returns to their pools the blocks whose events completed.
-func (d *device) processEvents() {
+// processEventsLocked returns to their pools the blocks whose events completed.
+// d.mu must be held.
+func (d *device) processEventsLocked() {
 	for h, q := range d.pending {
 		i := 0
 		for ; i < len(q); i++ {
@@ -68,28 +72,30 @@ func (d *device) processEvents() {
 			if err != nil || !done {
 				break
 			}
-			d.eventDone(q[i])
+			d.eventDoneLocked(q[i])
 		}
-		d.trimPending(h, q, i)
+		d.trimPendingLocked(h, q, i)
 	}
 }
 
-// syncEvents waits for every pending event (PyTorch's
-// synchronize_and_free_events).
-func (d *device) syncEvents() {
+// syncEventsLocked waits for every pending event (PyTorch's
+// synchronize_and_free_events). d.mu must be held.
+func (d *device) syncEventsLocked() {
 	for h, q := range d.pending {
 		i := 0
 		for ; i < len(q); i++ {
 			if d.a.b.EventSynchronize(q[i].ev) != nil {
 				break
 			}
-			d.eventDone(q[i])
+			d.eventDoneLocked(q[i])
 		}
-		d.trimPending(h, q, i)
+		d.trimPendingLocked(h, q, i)
 	}
 }
 
-func (d *device) trimPending(h uintptr, q []pendingEvent, i int) {
+// trimPendingLocked drops the first i events of stream h's queue q, which
+// have completed. d.mu must be held.
+func (d *device) trimPendingLocked(h uintptr, q []pendingEvent, i int) {
 	if i == 0 {
 		return
 	}
@@ -101,18 +107,21 @@ func (d *device) trimPending(h uintptr, q []pendingEvent, i int) {
 	d.pending[h] = append(q[:0], q[i:]...)
 }
 
-func (d *device) eventDone(pe pendingEvent) {
+// eventDoneLocked keeps the completed event of pe for reuse and returns
+// its block to its pool when it was the block's last event.
+// d.mu must be held.
+func (d *device) eventDoneLocked(pe pendingEvent) {
 	d.events = append(d.events, pe.ev)
 	pe.b.events--
 	if pe.b.events == 0 {
-		d.pendingDone(pe.b)
+		d.pendingDoneLocked(pe.b)
 	}
 }
 
-// crossStreamBlock finds the best-fitting free block cached on another
+// crossStreamBlockLocked finds the best-fitting free block cached on another
 // stream and orders s after that stream, so that the block can be handed
-// out on s without a new segment.
-func (d *device) crossStreamBlock(p *pool, rounded uint64, s gpumem.Stream) (*block, error) {
+// out on s without a new segment. d.mu must be held.
+func (d *device) crossStreamBlockLocked(p *pool, rounded uint64, s gpumem.Stream) (*block, error) {
 	var best *block
 	var bestTree *tree
 	for h, t := range p.trees {
@@ -120,7 +129,7 @@ func (d *device) crossStreamBlock(p *pool, rounded uint64, s gpumem.Stream) (*bl
 			continue
 		}
 		b := t.lowerBound(rounded)
-		for b != nil && !d.usable(b, rounded) {
+		for b != nil && !d.usableLocked(b, rounded) {
 			b = nil
 		}
 		if b == nil {
@@ -146,7 +155,7 @@ func (d *device) crossStreamBlock(p *pool, rounded uint64, s gpumem.Stream) (*bl
 	if d.a.b.EventRecord(ev, owner) != nil || d.a.b.StreamWaitEvent(s, ev) != nil {
 		return nil, nil
 	}
-	d.takeFromTree(bestTree, best)
+	d.takeFromTreeLocked(bestTree, best)
 	// The block stays owned by its stream: its use on s is recorded, so its
 	// free orders the owner after s before the memory returns to the pool.
 	best.uses = append(best.uses[:0], s)

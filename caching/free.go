@@ -21,7 +21,7 @@ func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 		d.mu.Lock()
 		if b, _ := d.live.Get(uint64(p)); b != nil && b.allocated && !d.closed {
 			if s.Handle != b.stream.Handle {
-				addUse(b, s)
+				addUseLocked(b, s)
 			}
 			err := d.freeLocked(b, s)
 			d.mu.Unlock()
@@ -35,7 +35,7 @@ func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 	}
 	defer d.mu.Unlock()
 	if s.Device == d.id && s.Handle != b.stream.Handle {
-		addUse(b, s)
+		addUseLocked(b, s)
 	}
 	return d.freeLocked(b, s)
 }
@@ -82,7 +82,9 @@ func (a *Allocator) find(p gpumem.Ptr, hint int) (*device, *block, error) {
 	return nil, nil, fmt.Errorf("caching: pointer %#x was not allocated by this allocator or was already freed: %w", uintptr(p), gpumem.ErrInvalidValue)
 }
 
-func addUse(b *block, s gpumem.Stream) {
+// addUseLocked records s as a use of b, once.
+// The lock of the block's device must be held.
+func addUseLocked(b *block, s gpumem.Stream) {
 	for _, u := range b.uses {
 		if u == s {
 			return
@@ -91,6 +93,9 @@ func addUse(b *block, s gpumem.Stream) {
 	b.uses = append(b.uses, s)
 }
 
+// freeLocked frees the allocated block b on s (its uses already recorded):
+// back to its pool at once when no other stream used it, else pending
+// until events on its use streams complete. d.mu must be held.
 func (d *device) freeLocked(b *block, s gpumem.Stream) error {
 	b.allocated = false
 	st := b.pool.statType()
@@ -98,11 +103,11 @@ func (d *device) freeLocked(b *block, s gpumem.Stream) error {
 	dec(&d.stats.AllocatedBytes, st, int64(b.size))
 	dec(&d.stats.RequestedBytes, st, int64(b.requested))
 	if d.history.On() {
-		d.record(gpumem.ActionFreeRequest, s.Handle, b.addr, b.size)
+		d.recordLocked(gpumem.ActionFreeRequest, s.Handle, b.addr, b.size)
 	}
 	if len(b.uses) == 0 {
 		d.live.Delete(uint64(b.addr))
-		d.freeBlock(b)
+		d.freeBlockLocked(b)
 		return nil
 	}
 	// Pending: the block stays in the address table, still ours and not
@@ -112,27 +117,28 @@ func (d *device) freeLocked(b *block, s gpumem.Stream) error {
 		d.deferred = append(d.deferred, b)
 		return nil
 	}
-	return d.insertEvents(b)
+	return d.insertEventsLocked(b)
 }
 
-// freeBlock is PyTorch's free_block: merge with free neighbours of the same
-// stream and pool, and cache the result.
-func (d *device) freeBlock(b *block) {
+// freeBlockLocked is PyTorch's free_block: merge with free neighbours of the same
+// stream and pool, and cache the result. d.mu must be held.
+func (d *device) freeBlockLocked(b *block) {
 	st := b.pool.statType()
 	dec(&d.stats.Active, st, 1)
 	dec(&d.stats.ActiveBytes, st, int64(b.size))
 	if d.history.On() {
-		d.record(gpumem.ActionFreeComplete, b.stream.Handle, b.addr, b.size)
+		d.recordLocked(gpumem.ActionFreeComplete, b.stream.Handle, b.addr, b.size)
 	}
-	b = d.mergeAndCache(b)
-	if pp := b.pool.private; pp != nil && pp.released && freeable(b.seg) {
-		_ = d.releaseSegment(b.seg)
+	b = d.mergeAndCacheLocked(b)
+	if pp := b.pool.private; pp != nil && pp.released && freeableLocked(b.seg) {
+		_ = d.releaseSegmentLocked(b.seg)
 	}
 }
 
-// mergeAndCache merges b (free, out of any tree) with its free neighbours
+// mergeAndCacheLocked merges b (free, out of any tree) with its free neighbours
 // of the same stream and caches the result, which it returns.
-func (d *device) mergeAndCache(b *block) *block {
+// d.mu must be held.
+func (d *device) mergeAndCacheLocked(b *block) *block {
 	b.uses = b.uses[:0]
 	pr, nx := b.prev, b.next
 	prevFree := pr != nil && pr.inTree && pr.stream == b.stream
@@ -146,7 +152,7 @@ func (d *device) mergeAndCache(b *block) *block {
 	case prevFree:
 		keep = pr
 		if nextFree {
-			d.takeFromTree(nx.tree, nx)
+			d.takeFromTreeLocked(nx.tree, nx)
 		}
 	case nextFree:
 		keep = nx
@@ -155,7 +161,7 @@ func (d *device) mergeAndCache(b *block) *block {
 		if b.prev == nil {
 			b.seg.head = b
 		}
-		d.cache(b)
+		d.cacheLocked(b)
 		return b
 	}
 	t := keep.tree
@@ -199,12 +205,12 @@ func (d *device) mergeAndCache(b *block) *block {
 		t.removeAt(link, keep)
 	}
 	if prevFree {
-		d.recycle(b)
+		d.recycleLocked(b)
 		if nextFree {
-			d.recycle(nx)
+			d.recycleLocked(nx)
 		}
 	} else {
-		d.recycle(nx)
+		d.recycleLocked(nx)
 	}
 	if merged.prev == nil {
 		merged.seg.head = merged
@@ -218,7 +224,7 @@ func (d *device) mergeAndCache(b *block) *block {
 			inc(&d.stats.InactiveSplitBytes, st, int64(merged.size))
 		}
 	} else {
-		d.cache(merged)
+		d.cacheLocked(merged)
 	}
 	return merged
 }
@@ -235,7 +241,7 @@ func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
 		return fmt.Errorf("caching: stream %v is not on device %d of %#x: %w", s, d.id, uintptr(p), gpumem.ErrInvalidValue)
 	}
 	if s.Handle != b.stream.Handle {
-		addUse(b, s)
+		addUseLocked(b, s)
 	}
 	return nil
 }

@@ -14,28 +14,28 @@ import (
 	"github.com/gpumem/gpumem/internal/ptrmap"
 )
 
-// makeRoom prepares reserved memory to grow by n bytes of regular segment
+// makeRoomLocked prepares reserved memory to grow by n bytes of regular segment
 // (new or grown): an error matching ErrOutOfMemory past the memory
 // fraction's cap; with release before growth, wholly free cached segments
-// released so that the growth stays within growthBound.
-func (d *device) makeRoom(n uint64) error {
+// released so that the growth stays within growthBound. d.mu must be held.
+func (d *device) makeRoomLocked(n uint64) error {
 	reserved := uint64(d.stats.ReservedBytes[gpumem.StatAll].Current)
 	if d.limit > 0 && reserved+n > d.limit {
 		return fmt.Errorf("caching: %s more would exceed the memory fraction's cap of %s: %w",
 			gpumem.FormatBytes(n), gpumem.FormatBytes(d.limit), gpumem.ErrOutOfMemory)
 	}
-	if bound := d.growthBound(n); d.a.opts.ReleaseBeforeGrow && reserved+n > bound {
-		d.releaseForGrowth(reserved + n - bound)
+	if bound := d.growthBoundLocked(n); d.a.opts.ReleaseBeforeGrow && reserved+n > bound {
+		d.releaseForGrowthLocked(reserved + n - bound)
 	}
 	return nil
 }
 
-// growthBound is the reserved size up to which a new segment of segSize
+// growthBoundLocked is the reserved size up to which a new segment of segSize
 // is taken without releasing cached memory first: the reserved high-water
 // mark, or, with Options.GrowthSlack, that slack over the larger of the
 // allocated high-water mark and what would be allocated with this segment
-// wholly used, if more.
-func (d *device) growthBound(segSize uint64) uint64 {
+// wholly used, if more. d.mu must be held.
+func (d *device) growthBoundLocked(segSize uint64) uint64 {
 	bound := d.highWater
 	if f := d.a.opts.GrowthSlack; f > 0 {
 		a := max(d.allocHigh, uint64(d.stats.AllocatedBytes[gpumem.StatAll].Current)+segSize)
@@ -46,24 +46,26 @@ func (d *device) growthBound(segSize uint64) uint64 {
 	return bound
 }
 
-// addReserved counts n more reserved bytes of pool kind st and raises the
+// addReservedLocked counts n more reserved bytes of pool kind st and raises the
 // high-water mark that release before growth keeps reserved memory under.
-func (d *device) addReserved(st int, n int64) {
+// d.mu must be held.
+func (d *device) addReservedLocked(st int, n int64) {
 	d.stats.ReservedBytes.Add(st, n)
 	if r := uint64(d.stats.ReservedBytes[gpumem.StatAll].Current); r > d.highWater {
 		d.highWater = r
 	}
 }
 
-// releaseSegment returns a wholly free regular segment (its one block in its
+// releaseSegmentLocked returns a wholly free regular segment (its one block in its
 // tree) to Upstream. The caller has synchronized the work that used it.
-func (d *device) releaseSegment(seg *segment) error {
+// d.mu must be held.
+func (d *device) releaseSegmentLocked(seg *segment) error {
 	b := seg.head
 	if b.inTree {
-		d.takeFromTree(b.tree, b)
+		d.takeFromTreeLocked(b.tree, b)
 	}
-	if gone, err := d.freeSegmentMemory(seg); !gone {
-		d.cache(b) // keep it; the memory is still ours
+	if gone, err := d.freeSegmentMemoryLocked(seg); !gone {
+		d.cacheLocked(b) // keep it; the memory is still ours
 		return fmt.Errorf("caching: freeing segment %#x: %w", uintptr(seg.addr), err)
 	} else if err != nil {
 		d.a.logf("caching: freeing segment %#x: %v", uintptr(seg.addr), err)
@@ -73,55 +75,59 @@ func (d *device) releaseSegment(seg *segment) error {
 	d.stats.Segment.Add(st, -1)
 	d.stats.ReservedBytes.Add(st, -int64(seg.size))
 	d.stats.NumDeviceFree++
-	d.record(gpumem.ActionSegmentFree, seg.stream.Handle, seg.addr, seg.size)
+	d.recordLocked(gpumem.ActionSegmentFree, seg.stream.Handle, seg.addr, seg.size)
 	if pp := seg.pool.private; pp != nil {
 		pp.segments--
 		if pp.segments == 0 && pp.released {
 			delete(d.private, pp.id)
 		}
 	}
-	d.recycle(b)
+	d.recycleLocked(b)
 	return nil
 }
 
-// freeSegmentMemory returns a regular segment's memory: to Upstream, or
+// freeSegmentMemoryLocked returns a regular segment's memory: to Upstream, or
 // unmapped and released for a growable one. gone says that the memory is
 // no longer the allocator's, even when err reports a later failure.
-func (d *device) freeSegmentMemory(seg *segment) (gone bool, err error) {
+// d.mu must be held.
+func (d *device) freeSegmentMemoryLocked(seg *segment) (gone bool, err error) {
 	if seg.grow != nil {
-		return d.freeGrowable(seg)
+		return d.freeGrowableLocked(seg)
 	}
 	err = d.a.upstream.Free(d.id, seg.addr)
 	return err == nil, err
 }
 
-// freeable reports whether seg is a regular segment that is wholly free.
-func freeable(seg *segment) bool {
+// freeableLocked reports whether seg is a regular segment that is wholly free.
+// The lock of the segment's device must be held.
+func freeableLocked(seg *segment) bool {
 	return seg.exp == nil && seg.head.inTree && seg.head.next == nil
 }
 
-// syncAll waits for every stream of the device before memory is returned.
-func (d *device) syncAll() {
+// syncAllLocked waits for every stream of the device before memory is returned.
+// d.mu must be held.
+func (d *device) syncAllLocked() {
 	d.stats.NumSyncAllStreams++
 	_ = d.a.b.DeviceSynchronize(d.id)
 }
 
-// releaseForGrowth frees wholly free cached segments so that growing by
+// releaseForGrowthLocked frees wholly free cached segments so that growing by
 // need bytes does not raise the high-water mark. It frees the best-fitting
 // segment (the smallest that covers what is still needed) or, when none
 // covers it, the largest, until enough is freed: fewer bytes and fewer
 // device calls than freeing largest first, and the larger cached segments
 // stay for the requests that need them. Freeing a segment costs a device
 // synchronization and, for a large one, hundreds of microseconds.
-func (d *device) releaseForGrowth(need uint64) {
+// d.mu must be held.
+func (d *device) releaseForGrowthLocked(need uint64) {
 	var cands []*segment
 	for seg := range d.segments {
-		if freeable(seg) && seg.pool.private == nil {
+		if freeableLocked(seg) && seg.pool.private == nil {
 			cands = append(cands, seg)
 		}
 	}
 	if len(cands) == 0 {
-		d.unmapForGrowth(need)
+		d.unmapForGrowthLocked(need)
 		return
 	}
 	// Largest first; equal sizes by address, so that runs are repeatable.
@@ -131,7 +137,7 @@ func (d *device) releaseForGrowth(need uint64) {
 		}
 		return cands[i].addr < cands[j].addr
 	})
-	d.syncAll()
+	d.syncAllLocked()
 	remaining := need
 	for len(cands) > 0 && remaining > 0 {
 		i := 0 // the largest, unless a smaller one covers the rest
@@ -143,19 +149,20 @@ func (d *device) releaseForGrowth(need uint64) {
 		}
 		seg := cands[i]
 		cands = append(cands[:i], cands[i+1:]...)
-		if d.releaseSegment(seg) == nil {
+		if d.releaseSegmentLocked(seg) == nil {
 			remaining -= min(remaining, seg.size)
 		}
 	}
 	if remaining > 0 {
-		d.unmapForGrowth(remaining)
+		d.unmapForGrowthLocked(remaining)
 	}
 }
 
-// releaseAvailable is PyTorch's release_available_cached_blocks: with
+// releaseAvailableLocked is PyTorch's release_available_cached_blocks: with
 // max_split_size set, free one oversize cached block of the stream large
 // enough for the request, or else the largest ones until enough is freed.
-func (d *device) releaseAvailable(p *pool, rounded uint64, stream uintptr) bool {
+// d.mu must be held.
+func (d *device) releaseAvailableLocked(p *pool, rounded uint64, stream uintptr) bool {
 	ms := d.maxSplit
 	if ms == 0 {
 		return false
@@ -166,8 +173,8 @@ func (d *device) releaseAvailable(p *pool, rounded uint64, stream uintptr) bool 
 	}
 	key := max(rounded, ms)
 	if b := t.lowerBound(key); b != nil && b.seg.exp == nil && !b.isSplit() {
-		d.syncAll()
-		return d.releaseSegment(b.seg) == nil
+		d.syncAllLocked()
+		return d.releaseSegmentLocked(b.seg) == nil
 	}
 	blocks := t.collect()
 	var freed uint64
@@ -181,42 +188,43 @@ func (d *device) releaseAvailable(p *pool, rounded uint64, stream uintptr) bool 
 			continue
 		}
 		if !synced {
-			d.syncAll()
+			d.syncAllLocked()
 			synced = true
 		}
 		sz := b.size
-		if d.releaseSegment(b.seg) == nil {
+		if d.releaseSegmentLocked(b.seg) == nil {
 			freed += sz
 		}
 	}
 	return freed >= key
 }
 
-// releaseCached is PyTorch's release_cached_blocks: wait for every pending
+// releaseCachedLocked is PyTorch's release_cached_blocks: wait for every pending
 // event, then free every wholly free segment (and unmap every free chunk of
 // the expandable ones). With private set it also frees the cached memory
-// of private pools no capture is using.
-func (d *device) releaseCached(private bool) {
-	d.syncEvents()
-	d.syncAll()
+// of private pools no capture is using. d.mu must be held.
+func (d *device) releaseCachedLocked(private bool) {
+	d.syncEventsLocked()
+	d.syncAllLocked()
 	for seg := range d.segments {
 		if seg.exp != nil {
-			d.unmapFree(seg, ^uint64(0))
+			d.unmapFreeLocked(seg, ^uint64(0))
 			continue
 		}
-		if !freeable(seg) {
+		if !freeableLocked(seg) {
 			continue
 		}
 		if pp := seg.pool.private; pp != nil && (!private || pp.users > 0) {
 			continue
 		}
-		_ = d.releaseSegment(seg)
+		_ = d.releaseSegmentLocked(seg)
 	}
-	d.releaseEmptyExpandable()
+	d.releaseEmptyExpandableLocked()
 }
 
-// garbageCollect is PyTorch's garbage_collect_cached_blocks.
-func (d *device) garbageCollect() {
+// garbageCollectLocked is PyTorch's garbage_collect_cached_blocks.
+// d.mu must be held.
+func (d *device) garbageCollectLocked() {
 	allowed := d.total
 	if d.limit > 0 {
 		allowed = d.limit
@@ -234,7 +242,7 @@ func (d *device) garbageCollect() {
 	var cands []cand
 	var totalAge uint64
 	for seg := range d.segments {
-		if freeable(seg) && !seg.pool.small && seg.pool.private == nil {
+		if freeableLocked(seg) && !seg.pool.small && seg.pool.private == nil {
 			age := seg.pool.calls - seg.head.gcBase
 			cands = append(cands, cand{seg, age})
 			totalAge += age
@@ -250,11 +258,11 @@ func (d *device) garbageCollect() {
 		for _, c := range cands {
 			if float64(c.age) >= avg {
 				if !synced {
-					d.syncAll()
+					d.syncAllLocked()
 					synced = true
 				}
 				sz := c.seg.size
-				if d.releaseSegment(c.seg) == nil {
+				if d.releaseSegmentLocked(c.seg) == nil {
 					reclaimed += sz
 					totalAge -= c.age
 					freedAny = true
@@ -281,7 +289,7 @@ func (a *Allocator) EmptyCache() error {
 	for _, d := range a.devs {
 		d.mu.Lock()
 		if !d.closed && len(d.captures) == 0 {
-			d.releaseCached(true)
+			d.releaseCachedLocked(true)
 		}
 		d.mu.Unlock()
 	}
@@ -304,6 +312,9 @@ func (a *Allocator) Close() error {
 	return errors.Join(errs...)
 }
 
+// closeLocked waits for the device, returns all its memory (allocated or
+// not) and destroys its events; the device refuses every later call.
+// d.mu must be held.
 func (d *device) closeLocked() error {
 	d.closed = true
 	var errs []error
@@ -339,7 +350,7 @@ func (d *device) closeLocked() error {
 			}
 			continue
 		}
-		if _, err := d.freeSegmentMemory(seg); err != nil {
+		if _, err := d.freeSegmentMemoryLocked(seg); err != nil {
 			errs = append(errs, fmt.Errorf("caching: freeing segment %#x: %w", uintptr(seg.addr), err))
 		}
 	}

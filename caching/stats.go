@@ -46,6 +46,8 @@ func (a *Allocator) Stats(dev int) gpumem.MemoryStats {
 	return d.statsLocked()
 }
 
+// statsLocked returns the device's statistics with the largest free block
+// and the fragmentation computed from its segments. d.mu must be held.
 func (d *device) statsLocked() gpumem.MemoryStats {
 	s := d.stats
 	var free, largest uint64
@@ -82,7 +84,9 @@ func (a *Allocator) ResetPeakStats(dev int) {
 	d.stats.ResetPeaks()
 }
 
-func (d *device) record(action gpumem.HistoryAction, stream uintptr, addr gpumem.Ptr, size uint64) {
+// recordLocked adds an event to the device's memory history.
+// d.mu must be held.
+func (d *device) recordLocked(action gpumem.HistoryAction, stream uintptr, addr gpumem.Ptr, size uint64) {
 	d.history.Add(action, d.id, stream, addr, size)
 }
 
@@ -143,8 +147,9 @@ func (a *Allocator) Snapshot() gpumem.Snapshot {
 	return snap
 }
 
-// oomError describes an out-of-memory failure (d.mu held).
-func (d *device) oomError(size uint64, cause error) *gpumem.OutOfMemoryError {
+// oomErrorLocked describes an out-of-memory failure (d.mu held).
+// d.mu must be held.
+func (d *device) oomErrorLocked(size uint64, cause error) *gpumem.OutOfMemoryError {
 	free, total, err := d.a.b.MemInfo(d.id)
 	if err != nil {
 		free, total = 0, d.total
@@ -154,7 +159,7 @@ func (d *device) oomError(size uint64, cause error) *gpumem.OutOfMemoryError {
 	allocated := uint64(s.AllocatedBytes[gpumem.StatAll].Current)
 	e := &gpumem.OutOfMemoryError{
 		Allocator: "caching", Device: d.id, Requested: size, Capacity: total, Free: free,
-		Allocated: allocated, Reserved: reserved, Largest: d.largestFree(), Limit: d.limit, Err: cause,
+		Allocated: allocated, Reserved: reserved, Largest: d.largestFreeLocked(), Limit: d.limit, Err: cause,
 	}
 	switch {
 	case d.limit > 0 && reserved+segmentSize(size) > d.limit:
@@ -167,8 +172,9 @@ func (d *device) oomError(size uint64, cause error) *gpumem.OutOfMemoryError {
 	return e
 }
 
-// largestFree is the largest cached block of the default pools.
-func (d *device) largestFree() uint64 {
+// largestFreeLocked is the largest cached block of the default pools.
+// d.mu must be held.
+func (d *device) largestFreeLocked() uint64 {
 	var m uint64
 	for _, p := range []*pool{d.small, d.large} {
 		for _, t := range p.trees {
