@@ -168,15 +168,17 @@ type Allocator struct {
 
 	hooks    oomhooks.Hooks
 	nextPool atomic.Uint64
-	logOnce  sync.Once
 }
 
+// backendUpstream is the default Upstream: the backend's Malloc and Free.
 type backendUpstream struct{ b gpumem.Backend }
 
+// Alloc takes size bytes of device dev with the backend's Malloc.
 func (u backendUpstream) Alloc(dev int, size uint64) (gpumem.Ptr, error) {
 	return u.b.Malloc(dev, size)
 }
 
+// Free returns p with the backend's Free.
 func (u backendUpstream) Free(dev int, p gpumem.Ptr) error { return u.b.Free(dev, p) }
 
 // New returns an allocator over b configured by opts. It asks b for its

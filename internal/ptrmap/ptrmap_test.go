@@ -236,6 +236,7 @@ func BenchmarkChurn(b *testing.B) {
 					m[k] = val{size: k}
 				}
 			}, func(k uint64) {
+				//lint:ignore S1033 the lookup is what is measured: a Go map needs it to know whether the key was there
 				if _, ok := m[k]; ok {
 					delete(m, k)
 				}
