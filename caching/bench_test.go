@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/fakegpu"
 )
 
 func newBenchAllocator(b testing.TB, backend gpumem.Backend) *Allocator {
@@ -17,7 +18,7 @@ func newBenchAllocator(b testing.TB, backend gpumem.Backend) *Allocator {
 
 // BenchmarkCacheHitPair measures an allocation and free served from the cache.
 func BenchmarkCacheHitPair(b *testing.B) {
-	a := newBenchAllocator(b, newFake(1<<34))
+	a := newBenchAllocator(b, fakegpu.New(1<<34))
 	defer a.Close()
 	s := gpumem.Stream{Handle: 1}
 	p, _ := a.Allocate(4096, s)
@@ -38,7 +39,7 @@ func BenchmarkCacheHitPair(b *testing.B) {
 // BenchmarkParallel16 measures contention: 16 goroutines allocating and
 // freeing on one device, each on its own stream, a few blocks live each.
 func BenchmarkParallel16(b *testing.B) {
-	a := newBenchAllocator(b, newFake(1<<36))
+	a := newBenchAllocator(b, fakegpu.New(1<<36))
 	defer a.Close()
 	b.ReportAllocs()
 	b.ResetTimer()

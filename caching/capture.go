@@ -69,7 +69,7 @@ func (a *Allocator) EndCapture(s gpumem.Stream) error {
 		if c.stream == s {
 			d.captures = append(d.captures[:i], d.captures[i+1:]...)
 			if len(d.captures) == 0 {
-				return d.flushDeferred()
+				return d.flushDeferredLocked()
 			}
 			return nil
 		}
@@ -77,10 +77,12 @@ func (a *Allocator) EndCapture(s gpumem.Stream) error {
 	return fmt.Errorf("caching: %v has no capture begun with BeginCapture: %w", s, gpumem.ErrInvalidValue)
 }
 
-func (d *device) flushDeferred() error {
+// flushDeferredLocked records the events of the frees deferred while
+// captures were underway, once the last capture has ended. d.mu must be held.
+func (d *device) flushDeferredLocked() error {
 	var first error
 	for _, b := range d.deferred {
-		if err := d.insertEvents(b); err != nil && first == nil {
+		if err := d.insertEventsLocked(b); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -106,15 +108,15 @@ func (a *Allocator) ReleasePool(id PoolID) error {
 				pp.released = true
 				var segs []*segment
 				for seg := range d.segments {
-					if seg.pool.private == pp && freeable(seg) {
+					if seg.pool.private == pp && freeableLocked(seg) {
 						segs = append(segs, seg)
 					}
 				}
 				if len(segs) > 0 {
-					d.syncAll()
+					d.syncAllLocked()
 				}
 				for _, seg := range segs {
-					_ = d.releaseSegment(seg)
+					_ = d.releaseSegmentLocked(seg)
 				}
 				if pp.segments == 0 {
 					delete(d.private, id)
@@ -129,10 +131,11 @@ func (a *Allocator) ReleasePool(id PoolID) error {
 	return nil
 }
 
-// capturePool returns the private pool that an allocation on s goes to while
+// capturePoolLocked returns the private pool that an allocation on s goes to while
 // captures are underway, or nil when s takes no part in one. It asks the
 // backend for s's capture only when s is not itself a capturing stream.
-func (d *device) capturePool(s gpumem.Stream) *privatePool {
+// d.mu must be held.
+func (d *device) capturePoolLocked(s gpumem.Stream) *privatePool {
 	for _, c := range d.captures {
 		if c.stream == s {
 			return c.pool
@@ -156,11 +159,11 @@ func (d *device) capturePool(s gpumem.Stream) *privatePool {
 	return nil
 }
 
-// capturing reports whether s is being captured (events must not be queried
+// capturingLocked reports whether s is being captured (events must not be queried
 // then). It is asked only when events are pending and no capture was begun
 // through BeginCapture: a capture the allocator was not told of is detected
-// here.
-func (d *device) capturing(s gpumem.Stream) bool {
+// here. d.mu must be held.
+func (d *device) capturingLocked(s gpumem.Stream) bool {
 	info, err := d.a.b.StreamCaptureInfo(s)
 	return err == nil && info.Status == gpumem.CaptureActive
 }

@@ -9,21 +9,17 @@ import (
 )
 
 // OptionsFromConf builds Options from a parsed GPUMEM_ALLOC_CONF, starting
-// from DefaultOptions. Keys of other allocators (release_threshold_mb,
-// throttle_ratio) and a backend other than caching are errors naming the key.
+// from DefaultOptions. A key that does not apply to the caching allocator
+// (release_threshold_mb, throttle_ratio) or a backend other than caching is
+// config's error naming the key (Conf.CheckFor), which matches
+// gpumem.ErrInvalidValue.
 func OptionsFromConf(c config.Conf) (Options, error) {
+	if err := c.CheckFor(config.BackendCaching); err != nil {
+		return Options{}, err
+	}
 	o := DefaultOptions()
 	bad := func(key, format string, args ...any) (Options, error) {
 		return Options{}, fmt.Errorf("caching: %s: %s: %w", key, fmt.Sprintf(format, args...), gpumem.ErrInvalidValue)
-	}
-	if c.Backend != "" && c.Backend != config.BackendCaching {
-		return bad("backend", "%q is not the caching allocator", c.Backend)
-	}
-	if c.ReleaseThresholdMB != nil {
-		return bad("release_threshold_mb", "applies to the asyncpool allocator only")
-	}
-	if c.ThrottleRatio != 0 {
-		return bad("throttle_ratio", "applies to the asyncpool allocator only")
 	}
 	if c.MaxSplitSizeMB > 0 {
 		if c.MaxSplitSizeMB > maxRequest/mb {

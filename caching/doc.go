@@ -32,9 +32,27 @@
 //
 // # Locks
 //
-// Each device has one mutex, d.mu, guarding all of that device's state; no
-// lock is shared between devices. The OOM handler and observers run with no
-// lock held. Upstream and OnNewSegment run with d.mu held.
+// Each device has one mutex, d.mu, guarding all of that device's state
+// (its pools, trees, segments, blocks, events and statistics); no lock is
+// shared between devices. The OOM handler and observers run with no lock
+// held. Upstream and OnNewSegment run with d.mu held.
+//
+// A function that requires d.mu held is named …Locked, as in the Go
+// runtime, and its doc comment says so. Only New's set-up of a device
+// (initExpandable, initGrowable) calls them without the lock, before the
+// device is shared.
+//
+// # Files
+//
+//	types.go     blocks, segments, pools, devices; New
+//	alloc.go     the allocation path (Allocate, best fit, split, new segments)
+//	free.go      the free path (Deallocate, RecordStream, merging)
+//	events.go    stream-ordered reuse: events of pending frees, cross-stream reuse
+//	release.go   memory back to the device: release before growth, the
+//	             out-of-memory releases, garbage collection, EmptyCache, Close
+//	stats.go     statistics, history, snapshots, out-of-memory reports
+//	tree.go      the treap of free blocks
+//	expandable.go, growable.go, capture.go, options.go, conf.go, register.go
 //
 // # Allocation path (Allocate)
 //
@@ -78,7 +96,8 @@
 //     GrowthSlack over the allocated high-water mark, if set), first
 //     free wholly free cached segments after one device synchronization:
 //     the smallest that covers what is still needed, else the largest,
-//     until the growth is covered. The memory fraction caps reserved memory.
+//     until the growth is covered. The memory fraction caps reserved memory
+//     (see The memory fraction's cap, below).
 //  8. If the device is out of memory: free oversize cached blocks
 //     (max_split_size), retry; then wait for every pending event, free every
 //     wholly free segment and unmap every free chunk, retry (num_alloc_retries).
@@ -86,7 +105,12 @@
 //     and ask for a retry: back to 2), else count the OOM, unlock, tell the
 //     observers and return an *OutOfMemoryError that says what was asked, the
 //     device's capacity and free memory, what is allocated and reserved, the
-//     largest cached block, and the setting that would help.
+//     largest cached block, and the setting that would help. The handler is
+//     asked at most oomhooks.MaxAttempts (8) times for one allocation
+//     (attempt 0 to 7), as in every allocator of the project: a handler that
+//     frees nothing but keeps answering yes would otherwise hold the caller
+//     forever. Once the last retry it asked for has failed, so does the
+//     allocation.
 //  10. Split the block if the remainder is worth keeping (small pool: at least
 //     512 bytes; large pool: more than 1 MiB and the request below
 //     max_split_size; expandable: at least 512 bytes), cache the remainder,
@@ -112,6 +136,22 @@
 //  4. With uses: record one event per use stream (a cached event), keep the
 //     block pending until all complete (step 2 of allocation). During a
 //     capture the events are recorded only when the last capture ends.
+//
+// # The memory fraction's cap
+//
+// per_process_memory_fraction (Options.PerProcessMemoryFraction) caps the
+// bytes of reserved segments, as PyTorch's set_per_process_memory_fraction
+// does, and the cap stays inside the allocator: it is checked where the
+// allocator is about to grow (before a new or grown segment, and before
+// expandable chunks are mapped), and an allocation that would cross it
+// takes the out-of-memory path (steps 8 and 9), cached memory released
+// first. Only the allocator knows when it would grow: a segment is
+// reserved before any block of it is handed out, and most allocations are
+// served from segments already held, so a cap on the bytes handed out says
+// nothing about what the device holds. A limit adaptor, which wraps any
+// allocator, is the other kind of cap: on the bytes handed out, the same for
+// every allocator and blind to what the allocator caches. The two compose:
+// a limit adaptor over a capped caching allocator bounds both.
 //
 // # Invariants
 //

@@ -31,9 +31,13 @@ func (e *expandable) mappedWithin(b *block) uint64 {
 	return min(n*e.chunk, b.size)
 }
 
+// initExpandable turns expandable segments on, or off with a message where
+// the virtual memory API is unavailable. It runs in New, before the device
+// is shared: no lock is needed, and the …Locked functions it calls run with
+// the same exclusive access.
 func (d *device) initExpandable() {
 	if err := d.initGranularity(); err != nil {
-		d.disableExpandable(err)
+		d.disableExpandableLocked(err)
 		return
 	}
 	d.expOn = true
@@ -57,13 +61,17 @@ func (d *device) initGranularity() error {
 	return nil
 }
 
-func (d *device) disableExpandable(err error) {
+// disableExpandableLocked turns expandable segments off on the device,
+// saying why through Options.Logf. d.mu must be held.
+func (d *device) disableExpandableLocked(err error) {
 	d.expOn = false
 	d.expReason = fmt.Sprintf("expandable segments are off on device %d: the backend's virtual memory API is unavailable (%v); using regular segments", d.id, err)
 	d.a.logf("caching: %s", d.expReason)
 }
 
-func (d *device) chunkFor(p *pool) uint64 {
+// chunkForLocked is the mapping unit of pool p's expandable segments,
+// rounded up to the device's granularity. d.mu must be held.
+func (d *device) chunkForLocked(p *pool) uint64 {
 	c := d.a.opts.ExpandableLargeChunk
 	if c == 0 {
 		c = LargeBuffer
@@ -77,63 +85,66 @@ func (d *device) chunkFor(p *pool) uint64 {
 	return (c + d.gran - 1) / d.gran * d.gran
 }
 
-// allocExpandable serves a miss of an expandable pool: it reserves the
+// allocExpandableLocked serves a miss of an expandable pool: it reserves the
 // stream's virtual range on first use, or reports that the range is full.
-func (d *device) allocExpandable(p *pool, size, rounded uint64, s gpumem.Stream) (gpumem.Ptr, *gpumem.OutOfMemoryError, error) {
+// d.mu must be held.
+func (d *device) allocExpandableLocked(p *pool, size, rounded uint64, s gpumem.Stream) (gpumem.Ptr, *gpumem.OutOfMemoryError, error) {
 	if p.exp[s.Handle] != nil {
-		return 0, d.oomError(size, fmt.Errorf("caching: expandable segment's virtual range is full: %w", gpumem.ErrOutOfMemory)), nil
+		return 0, d.oomErrorLocked(size, fmt.Errorf("caching: expandable segment's virtual range is full: %w", gpumem.ErrOutOfMemory)), nil
 	}
-	chunk := d.chunkFor(p)
+	chunk := d.chunkForLocked(p)
 	va := (2*d.total + chunk - 1) / chunk * chunk
 	base, err := d.a.b.MemAddressReserve(va, d.gran)
 	if err != nil {
 		if errors.Is(err, gpumem.ErrNotSupported) {
-			d.disableExpandable(err)
-			return d.allocSlow(p, size, rounded, s)
+			d.disableExpandableLocked(err)
+			return d.allocSlowLocked(p, size, rounded, s)
 		}
 		if errors.Is(err, gpumem.ErrOutOfMemory) {
-			return 0, d.oomError(size, err), nil
+			return 0, d.oomErrorLocked(size, err), nil
 		}
 		return 0, nil, fmt.Errorf("caching: reserving an expandable segment on device %d: %w", d.id, err)
 	}
 	n := va / chunk
 	seg := &segment{addr: base, size: va, pool: p, stream: s,
 		exp: &expandable{chunk: chunk, handles: make([]gpumem.MemHandle, n), mapped: make([]bool, n)}}
-	b := d.newBlock()
+	b := d.newBlockLocked()
 	b.addr, b.size, b.stream, b.pool, b.seg = base, va, s, p, seg
 	b.tree = p.treeFor(s.Handle, true)
 	seg.head = b
 	p.exp[s.Handle] = seg
 	d.segments[seg] = struct{}{}
 	d.stats.Segment.Add(p.statType(), 1)
-	d.cache(b)
-	if b := d.getFreeBlock(p, rounded, s.Handle); b != nil {
-		return d.allocInExpandable(b, size, rounded, s)
+	d.cacheLocked(b)
+	if b := d.getFreeBlockLocked(p, rounded, s.Handle); b != nil {
+		return d.allocInExpandableLocked(b, size, rounded, s)
 	}
-	return 0, d.oomError(size, nil), nil
+	return 0, d.oomErrorLocked(size, nil), nil
 }
 
-// allocInExpandable splits b, maps the chunks it covers, and hands it out.
-func (d *device) allocInExpandable(b *block, size, rounded uint64, s gpumem.Stream) (gpumem.Ptr, *gpumem.OutOfMemoryError, error) {
-	d.split(b, rounded)
-	err := d.mapRange(b)
+// allocInExpandableLocked splits b, maps the chunks it covers, and hands it out.
+// d.mu must be held.
+func (d *device) allocInExpandableLocked(b *block, size, rounded uint64, s gpumem.Stream) (gpumem.Ptr, *gpumem.OutOfMemoryError, error) {
+	d.splitLocked(b, rounded)
+	err := d.mapRangeLocked(b)
 	if errors.Is(err, gpumem.ErrOutOfMemory) && len(d.captures) == 0 {
 		d.stats.NumAllocRetries++
-		d.releaseCached(true)
-		err = d.mapRange(b)
+		d.releaseCachedLocked(true)
+		err = d.mapRangeLocked(b)
 	}
 	if err != nil {
-		d.mergeAndCache(b)
+		d.mergeAndCacheLocked(b)
 		if errors.Is(err, gpumem.ErrOutOfMemory) {
-			return 0, d.oomError(size, err), nil
+			return 0, d.oomErrorLocked(size, err), nil
 		}
 		return 0, nil, err
 	}
-	return d.markAllocated(b, size), nil, nil
+	return d.markAllocatedLocked(b, size), nil, nil
 }
 
-// mapRange maps every unmapped chunk under block b (out of any tree).
-func (d *device) mapRange(b *block) error {
+// mapRangeLocked maps every unmapped chunk under block b (out of any tree).
+// d.mu must be held.
+func (d *device) mapRangeLocked(b *block) error {
 	seg := b.seg
 	e := seg.exp
 	first := uint64(b.addr-seg.addr) / e.chunk
@@ -149,7 +160,7 @@ func (d *device) mapRange(b *block) error {
 	}
 	reserved := uint64(d.stats.ReservedBytes[gpumem.StatAll].Current)
 	if d.limit > 0 && reserved+need > d.limit {
-		d.unmapForGrowth(reserved + need - d.limit)
+		d.unmapForGrowthLocked(reserved + need - d.limit)
 		reserved = uint64(d.stats.ReservedBytes[gpumem.StatAll].Current)
 		if reserved+need > d.limit {
 			return fmt.Errorf("caching: mapping %s more would exceed the memory fraction's cap of %s: %w",
@@ -160,9 +171,9 @@ func (d *device) mapRange(b *block) error {
 	// mapping: one unmap and one map move a chunk, instead of also a
 	// release and a create. What is not reused is released at the end.
 	d.keepChunk, d.kept = e.chunk, d.kept[:0]
-	defer d.releaseKept()
+	defer d.releaseKeptLocked()
 	if peak := d.highWater; d.a.opts.ReleaseBeforeGrow && reserved+need > peak {
-		d.releaseForGrowth(reserved + need - peak)
+		d.releaseForGrowthLocked(reserved + need - peak)
 	}
 	st := seg.pool.statType()
 	// Access is granted once per run of consecutive newly mapped chunks.
@@ -177,7 +188,7 @@ func (d *device) mapRange(b *block) error {
 		size := (end - runStart) * e.chunk
 		if err := d.a.b.MemSetAccess(addr, size, d.id, gpumem.AccessReadWrite); err != nil {
 			for j := runStart; j < end; j++ {
-				d.unmapChunk(seg, j, false)
+				d.unmapChunkLocked(seg, j, false)
 			}
 			return fmt.Errorf("caching: granting access to %#x: %w", uintptr(addr), err)
 		}
@@ -209,9 +220,9 @@ func (d *device) mapRange(b *block) error {
 		}
 		e.handles[i], e.mapped[i] = h, true
 		e.nmapped++
-		d.addReserved(st, int64(e.chunk))
+		d.addReservedLocked(st, int64(e.chunk))
 		d.stats.NumDeviceAlloc++
-		d.record(gpumem.ActionSegmentMap, seg.stream.Handle, addr, e.chunk)
+		d.recordLocked(gpumem.ActionSegmentMap, seg.stream.Handle, addr, e.chunk)
 		if !inRun {
 			runStart, inRun = i, true
 		}
@@ -219,10 +230,11 @@ func (d *device) mapRange(b *block) error {
 	return grant(last + 1)
 }
 
-// unmapChunk unmaps chunk i of seg and releases its physical memory, or,
+// unmapChunkLocked unmaps chunk i of seg and releases its physical memory, or,
 // with keep set and a mapping of the same chunk size underway, keeps it in
 // d.kept for that mapping. It reports whether the chunk was unmapped.
-func (d *device) unmapChunk(seg *segment, i uint64, keep bool) bool {
+// d.mu must be held.
+func (d *device) unmapChunkLocked(seg *segment, i uint64, keep bool) bool {
 	e := seg.exp
 	addr := seg.addr.Add(i * e.chunk)
 	if d.a.b.MemUnmap(addr, e.chunk) != nil {
@@ -238,13 +250,13 @@ func (d *device) unmapChunk(seg *segment, i uint64, keep bool) bool {
 	e.nmapped--
 	d.stats.ReservedBytes.Add(seg.pool.statType(), -int64(e.chunk))
 	d.stats.NumDeviceFree++
-	d.record(gpumem.ActionSegmentUnmap, seg.stream.Handle, addr, e.chunk)
+	d.recordLocked(gpumem.ActionSegmentUnmap, seg.stream.Handle, addr, e.chunk)
 	return true
 }
 
-// releaseKept releases the physical memory that a mapping kept but did not
-// reuse, and ends the mapping's keeping.
-func (d *device) releaseKept() {
+// releaseKeptLocked releases the physical memory that a mapping kept but did not
+// reuse, and ends the mapping's keeping. d.mu must be held.
+func (d *device) releaseKeptLocked() {
 	for _, h := range d.kept {
 		if d.a.b.MemRelease(h) != nil {
 			d.a.logf("caching: releasing physical memory failed")
@@ -253,9 +265,9 @@ func (d *device) releaseKept() {
 	d.kept, d.keepChunk = d.kept[:0], 0
 }
 
-// unmapFree unmaps up to limit bytes of chunks lying wholly inside free
-// blocks of seg. The caller has synchronized the device.
-func (d *device) unmapFree(seg *segment, limit uint64) uint64 {
+// unmapFreeLocked unmaps up to limit bytes of chunks lying wholly inside free
+// blocks of seg. The caller has synchronized the device. d.mu must be held.
+func (d *device) unmapFreeLocked(seg *segment, limit uint64) uint64 {
 	e := seg.exp
 	var freed uint64
 	for b := seg.head; b != nil && freed < limit; b = b.next {
@@ -266,7 +278,7 @@ func (d *device) unmapFree(seg *segment, limit uint64) uint64 {
 		first := (off + e.chunk - 1) / e.chunk
 		end := (off + b.size) / e.chunk // exclusive
 		for i := first; i < end && freed < limit; i++ {
-			if e.mapped[i] && d.unmapChunk(seg, i, true) {
+			if e.mapped[i] && d.unmapChunkLocked(seg, i, true) {
 				freed += e.chunk
 			}
 		}
@@ -274,9 +286,9 @@ func (d *device) unmapFree(seg *segment, limit uint64) uint64 {
 	return freed
 }
 
-// unmapForGrowth unmaps free chunks of the device's expandable segments
-// until need bytes are unmapped.
-func (d *device) unmapForGrowth(need uint64) {
+// unmapForGrowthLocked unmaps free chunks of the device's expandable segments
+// until need bytes are unmapped. d.mu must be held.
+func (d *device) unmapForGrowthLocked(need uint64) {
 	var cands []*segment
 	for seg := range d.segments {
 		if seg.exp != nil && seg.exp.nmapped > 0 {
@@ -295,16 +307,16 @@ func (d *device) unmapForGrowth(need uint64) {
 		if !synced {
 			// Unmapping is not stream-ordered: the work that used the
 			// memory must be complete.
-			d.syncAll()
+			d.syncAllLocked()
 			synced = true
 		}
-		freed += d.unmapFree(seg, need-freed)
+		freed += d.unmapFreeLocked(seg, need-freed)
 	}
 }
 
-// releaseEmptyExpandable frees the virtual ranges of expandable segments
-// with nothing mapped.
-func (d *device) releaseEmptyExpandable() {
+// releaseEmptyExpandableLocked frees the virtual ranges of expandable segments
+// with nothing mapped. d.mu must be held.
+func (d *device) releaseEmptyExpandableLocked() {
 	for seg := range d.segments {
 		if seg.exp == nil || seg.exp.nmapped > 0 || !seg.head.inTree || seg.head.next != nil {
 			continue
@@ -312,11 +324,11 @@ func (d *device) releaseEmptyExpandable() {
 		if d.a.b.MemAddressFree(seg.addr, seg.size) != nil {
 			continue
 		}
-		d.takeFromTree(seg.head.tree, seg.head)
+		d.takeFromTreeLocked(seg.head.tree, seg.head)
 		delete(seg.pool.exp, seg.stream.Handle)
 		delete(d.segments, seg)
 		d.stats.Segment.Add(seg.pool.statType(), -1)
-		d.recycle(seg.head)
+		d.recycleLocked(seg.head)
 	}
 }
 

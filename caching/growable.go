@@ -20,37 +20,42 @@ type growable struct {
 // range covers (at most twice the device's capacity).
 const growHeadroom = 8
 
+// initGrowable turns growable segments on, or off with a message where the
+// virtual memory API is unavailable. Like initExpandable, it runs in New
+// before the device is shared.
 func (d *device) initGrowable() {
 	if err := d.initGranularity(); err != nil {
-		d.disableGrowable(err)
+		d.disableGrowableLocked(err)
 		return
 	}
 	d.growOn = true
 }
 
-func (d *device) disableGrowable(err error) {
+// disableGrowableLocked turns growable segments off on the device, saying
+// why through Options.Logf. d.mu must be held.
+func (d *device) disableGrowableLocked(err error) {
 	d.growOn = false
 	d.a.logf("caching: growable segments are off on device %d: the backend's virtual memory API is unavailable (%v); using regular segments", d.id, err)
 }
 
-// growableFor reports whether a new segment of segSize for pool p is made
+// growableForLocked reports whether a new segment of segSize for pool p is made
 // growable: large pools outside captures, with the backend as upstream, in
-// multiples of the mapping granularity.
-func (d *device) growableFor(p *pool, segSize uint64) bool {
+// multiples of the mapping granularity. d.mu must be held.
+func (d *device) growableForLocked(p *pool, segSize uint64) bool {
 	return d.growOn && !p.small && p.private == nil && len(d.captures) == 0 &&
 		segSize%d.gran == 0 && (d.maxSplit == 0 || segSize < d.maxSplit)
 }
 
-// allocGrowable reserves a virtual range with headroom and maps segSize
-// bytes of new physical memory at its start.
-func (d *device) allocGrowable(segSize uint64) (gpumem.Ptr, *growable, error) {
+// allocGrowableLocked reserves a virtual range with headroom and maps segSize
+// bytes of new physical memory at its start. d.mu must be held.
+func (d *device) allocGrowableLocked(segSize uint64) (gpumem.Ptr, *growable, error) {
 	va := min(segSize*growHeadroom, 2*d.total)
 	va = max((va+d.gran-1)/d.gran*d.gran, segSize)
 	base, err := d.a.b.MemAddressReserve(va, d.gran)
 	if err != nil {
 		return 0, nil, err
 	}
-	h, err := d.mapPhysical(base, segSize)
+	h, err := d.mapPhysicalLocked(base, segSize)
 	if err != nil {
 		_ = d.a.b.MemAddressFree(base, va)
 		return 0, nil, err
@@ -58,9 +63,9 @@ func (d *device) allocGrowable(segSize uint64) (gpumem.Ptr, *growable, error) {
 	return base, &growable{va: va, handles: []gpumem.MemHandle{h}}, nil
 }
 
-// mapPhysical creates n bytes of physical memory on the device and maps
-// them read-write at addr, undoing what it did on failure.
-func (d *device) mapPhysical(addr gpumem.Ptr, n uint64) (gpumem.MemHandle, error) {
+// mapPhysicalLocked creates n bytes of physical memory on the device and maps
+// them read-write at addr, undoing what it did on failure. d.mu must be held.
+func (d *device) mapPhysicalLocked(addr gpumem.Ptr, n uint64) (gpumem.MemHandle, error) {
 	h, err := d.a.b.MemCreate(d.id, n)
 	if err != nil {
 		return gpumem.MemHandle{}, err
@@ -77,17 +82,17 @@ func (d *device) mapPhysical(addr gpumem.Ptr, n uint64) (gpumem.MemHandle, error
 	return h, nil
 }
 
-// growCandidate is the wholly free growable segment of pool p owned by
+// growCandidateLocked is the wholly free growable segment of pool p owned by
 // stream that can grow to segSize: the largest, so that growing it adds
-// the fewest bytes. Nil when there is none.
-func (d *device) growCandidate(p *pool, segSize uint64, stream uintptr) *segment {
-	if !d.growableFor(p, segSize) {
+// the fewest bytes. Nil when there is none. d.mu must be held.
+func (d *device) growCandidateLocked(p *pool, segSize uint64, stream uintptr) *segment {
+	if !d.growableForLocked(p, segSize) {
 		return nil
 	}
 	var best *segment
 	for seg := range d.segments {
 		g := seg.grow
-		if g == nil || seg.pool != p || seg.stream.Handle != stream || seg.size >= segSize || g.va < segSize || !freeable(seg) {
+		if g == nil || seg.pool != p || seg.stream.Handle != stream || seg.size >= segSize || g.va < segSize || !freeableLocked(seg) {
 			continue
 		}
 		if best == nil || seg.size > best.size || (seg.size == best.size && seg.addr < best.addr) {
@@ -97,22 +102,22 @@ func (d *device) growCandidate(p *pool, segSize uint64, stream uintptr) *segment
 	return best
 }
 
-// growSegment grows the wholly free segment seg in place to segSize and
+// growSegmentLocked grows the wholly free segment seg in place to segSize and
 // returns its single block, out of any tree. Cached memory is released
 // first as for a new segment, seg excepted. On failure seg is cached again
-// unchanged.
-func (d *device) growSegment(seg *segment, segSize uint64) (*block, error) {
+// unchanged. d.mu must be held.
+func (d *device) growSegmentLocked(seg *segment, segSize uint64) (*block, error) {
 	b := seg.head
-	d.takeFromTree(b.tree, b) // out of the tree: not a candidate for release
+	d.takeFromTreeLocked(b.tree, b) // out of the tree: not a candidate for release
 	delta := segSize - seg.size
-	if err := d.makeRoom(delta); err != nil {
-		d.cache(b)
+	if err := d.makeRoomLocked(delta); err != nil {
+		d.cacheLocked(b)
 		return nil, err
 	}
 	end := seg.addr.Add(seg.size)
-	h, err := d.mapPhysical(end, delta)
+	h, err := d.mapPhysicalLocked(end, delta)
 	if err != nil {
-		d.cache(b)
+		d.cacheLocked(b)
 		return nil, fmt.Errorf("caching: growing segment %#x by %s on device %d: %w", uintptr(seg.addr), gpumem.FormatBytes(delta), d.id, err)
 	}
 	g := seg.grow
@@ -120,17 +125,18 @@ func (d *device) growSegment(seg *segment, segSize uint64) (*block, error) {
 	seg.size = segSize
 	b.size = segSize
 	st := seg.pool.statType()
-	d.addReserved(st, int64(delta))
+	d.addReservedLocked(st, int64(delta))
 	d.stats.NumDeviceAlloc++
 	d.stats.SegmentGrowths++
-	d.record(gpumem.ActionSegmentMap, seg.stream.Handle, end, delta)
+	d.recordLocked(gpumem.ActionSegmentMap, seg.stream.Handle, end, delta)
 	return b, nil
 }
 
-// freeGrowable unmaps a growable segment, releases its physical memory and
+// freeGrowableLocked unmaps a growable segment, releases its physical memory and
 // its virtual range. The segment is gone (gone) once the unmap succeeded;
 // failures after that are reported but leave nothing to retry.
-func (d *device) freeGrowable(seg *segment) (gone bool, err error) {
+// d.mu must be held.
+func (d *device) freeGrowableLocked(seg *segment) (gone bool, err error) {
 	g := seg.grow
 	if err := d.a.b.MemUnmap(seg.addr, seg.size); err != nil {
 		return false, err

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/fakegpu"
 	"github.com/gpumem/gpumem/sim"
 	"github.com/gpumem/gpumem/simtest"
 )
@@ -40,7 +41,7 @@ func TestGrowableRules(t *testing.T) {
 		{"max_split_size: oversize not grown", Options{GrowSegments: true, ReleaseBeforeGrow: true, MaxSplitSize: 120 << 20}, false, s1, 150 << 20, false, 1, 150 << 20, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFake(1 << 30)
+			f := fakegpu.New(1 << 30)
 			a, err := New(f, c.opts)
 			if err != nil {
 				t.Fatal(err)
@@ -93,8 +94,8 @@ func TestGrowableRules(t *testing.T) {
 			if st := a.Stats(0); st.ReservedBytes[gpumem.StatAll].Current != 0 {
 				t.Errorf("after EmptyCache reserved %d", st.ReservedBytes[gpumem.StatAll].Current)
 			}
-			if len(f.mapped) != 0 || len(f.handles) != 0 || len(f.allocs) != 0 {
-				t.Errorf("after EmptyCache: %d mappings, %d handles, %d allocations left", len(f.mapped), len(f.handles), len(f.allocs))
+			if f.Mappings() != 0 || f.Handles() != 0 || f.Allocations() != 0 {
+				t.Errorf("after EmptyCache: %d mappings, %d handles, %d allocations left", f.Mappings(), f.Handles(), f.Allocations())
 			}
 		})
 	}
@@ -108,8 +109,8 @@ func TestGrowableFailures(t *testing.T) {
 	for _, op := range []string{"MemCreate", "MemMap", "MemSetAccess", "MemAddressReserve"} {
 		for _, call := range []int{1, 2} {
 			t.Run(op, func(t *testing.T) {
-				f := newFake(1 << 30)
-				f.faults = map[string]int{op: call}
+				f := fakegpu.New(1 << 30)
+				f.FailCall(op, call)
 				a, err := New(f, growOptions())
 				if err != nil {
 					t.Fatal(err)
@@ -129,9 +130,9 @@ func TestGrowableFailures(t *testing.T) {
 				if err := a.Close(); err != nil {
 					t.Fatal(err)
 				}
-				if len(f.mapped) != 0 || len(f.handles) != 0 || len(f.allocs) != 0 || f.used != 0 {
+				if f.Mappings() != 0 || f.Handles() != 0 || f.Allocations() != 0 || f.Used(0) != 0 {
 					t.Errorf("call %d of %s failing: %d mappings, %d handles, %d allocations, %d bytes left",
-						call, op, len(f.mapped), len(f.handles), len(f.allocs), f.used)
+						call, op, f.Mappings(), f.Handles(), f.Allocations(), f.Used(0))
 				}
 			})
 		}
@@ -141,8 +142,7 @@ func TestGrowableFailures(t *testing.T) {
 // TestGrowableFallback: without a virtual memory API the allocator says so
 // once and uses regular segments.
 func TestGrowableFallback(t *testing.T) {
-	f := newFake(1 << 30)
-	f.noVMM = true
+	f := fakegpu.New(1<<30, fakegpu.WithoutVMM())
 	var logged int
 	o := growOptions()
 	o.Logf = func(string, ...any) { logged++ }
@@ -156,8 +156,8 @@ func TestGrowableFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if logged != 1 || len(f.allocs) != 1 || len(f.mapped) != 0 {
-		t.Errorf("%d messages, %d regular allocations, %d mappings; want 1, 1, 0", logged, len(f.allocs), len(f.mapped))
+	if logged != 1 || f.Allocations() != 1 || f.Mappings() != 0 {
+		t.Errorf("%d messages, %d regular allocations, %d mappings; want 1, 1, 0", logged, f.Allocations(), f.Mappings())
 	}
 	_ = a.Deallocate(p, s)
 }
@@ -236,7 +236,7 @@ func TestGrowableSim(t *testing.T) {
 // the out-of-memory path, which frees the cached segment and retries; the
 // error, when nothing helps, matches ErrOutOfMemory.
 func TestGrowableOutOfMemory(t *testing.T) {
-	f := newFake(300 << 20)
+	f := fakegpu.New(300 << 20)
 	a, err := New(f, growOptions())
 	if err != nil {
 		t.Fatal(err)

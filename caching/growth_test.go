@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/fakegpu"
 )
 
 // TestReleaseBeforeGrow pins release before growth and its slack: with 800
@@ -26,7 +27,7 @@ func TestReleaseBeforeGrow(t *testing.T) {
 		{"eighth", true, 0.125, 0, 1020 << 20},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a, err := New(newFake(4<<30), Options{ReleaseBeforeGrow: c.rbg, GrowthSlack: c.slack})
+			a, err := New(fakegpu.New(4<<30), Options{ReleaseBeforeGrow: c.rbg, GrowthSlack: c.slack})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,7 +60,7 @@ func TestReleaseBeforeGrow(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(newFake(1<<30), Options{GrowthSlack: -1}); err == nil {
+	if _, err := New(fakegpu.New(1<<30), Options{GrowthSlack: -1}); err == nil {
 		t.Error("a negative growth slack was accepted")
 	}
 }
@@ -78,7 +79,7 @@ func TestSegmentDivisor(t *testing.T) {
 		{"none", 0, 256, 256},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a, err := New(newFake(8<<30), Options{MinLargeSegment: 256 << 20, SegmentDivisor: c.divisor})
+			a, err := New(fakegpu.New(8<<30), Options{MinLargeSegment: 256 << 20, SegmentDivisor: c.divisor})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +120,7 @@ func TestSegmentDivisor(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(newFake(1<<30), Options{SegmentDivisor: -1}); err == nil {
+	if _, err := New(fakegpu.New(1<<30), Options{SegmentDivisor: -1}); err == nil {
 		t.Error("a negative segment divisor was accepted")
 	}
 }

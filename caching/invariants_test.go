@@ -54,7 +54,7 @@ func checkInvariants(t testing.TB, a *Allocator) {
 						recount.RequestedBytes.Add(st, int64(b.requested))
 						recount.Active.Add(st, 1)
 						recount.ActiveBytes.Add(st, int64(b.size))
-						if d.live.get(b.addr) != b {
+						if got, _ := d.live.Get(uint64(b.addr)); got != b {
 							t.Fatalf("allocated block %#x missing from the address table", b.addr)
 						}
 					}

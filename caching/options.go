@@ -270,7 +270,7 @@ func roundPow2Division(size, divisions uint64) uint64 {
 	return r + step
 }
 
-// segmentSize is PyTorch's get_allocation_size.
+// segmentSizeLocked is PyTorch's get_allocation_size.
 func segmentSize(size uint64) uint64 {
 	switch {
 	case size <= SmallSize:

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/fakegpu"
 )
 
 // TestRandomInvariants drives the allocator with random allocations, frees,
@@ -24,8 +25,10 @@ func TestRandomInvariants(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rng := rand.New(rand.NewSource(1))
-			f := newFake(512 << 20)
-			f.faults = map[string]int{"Malloc": 7, "EventRecord": 3, "MemCreate": 5, "MemMap": 9, "MemSetAccess": 11}
+			f := fakegpu.New(512 << 20)
+			for op, n := range map[string]int{"Malloc": 7, "EventRecord": 3, "MemCreate": 5, "MemMap": 9, "MemSetAccess": 11} {
+				f.FailCall(op, n)
+			}
 			c.opts.HistorySize = 64
 			a, err := New(f, c.opts)
 			if err != nil {
@@ -83,46 +86,16 @@ func TestRandomInvariants(t *testing.T) {
 			if err := a.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if len(f.allocs) != 0 || len(f.handles) != 0 || len(f.mapped) != 0 || f.events != 0 {
-				t.Errorf("leaked: %d allocations, %d handles, %d mappings, %d events", len(f.allocs), len(f.handles), len(f.mapped), f.events)
+			if f.Allocations() != 0 || f.Handles() != 0 || f.Mappings() != 0 || f.Events() != 0 {
+				t.Errorf("leaked: %d allocations, %d handles, %d mappings, %d events", f.Allocations(), f.Handles(), f.Mappings(), f.Events())
 			}
 		})
 	}
 }
 
-func TestPtrMap(t *testing.T) {
-	rng := rand.New(rand.NewSource(2))
-	m := newPtrMap()
-	ref := map[gpumem.Ptr]*block{}
-	for i := 0; i < 20000; i++ {
-		p := gpumem.Ptr(uint64(rng.Intn(4096)+1) << 9)
-		if rng.Intn(2) == 0 {
-			b := &block{addr: p}
-			m.put(p, b)
-			ref[p] = b
-		} else {
-			m.del(p)
-			delete(ref, p)
-		}
-		if m.n != len(ref) {
-			t.Fatalf("size %d, want %d", m.n, len(ref))
-		}
-	}
-	for p, b := range ref {
-		if m.get(p) != b {
-			t.Fatalf("get(%#x) wrong", p)
-		}
-	}
-	for p := gpumem.Ptr(512); p < 4097<<9; p += 512 {
-		if _, ok := ref[p]; !ok && m.get(p) != nil {
-			t.Fatalf("get(%#x) found a deleted key", p)
-		}
-	}
-}
-
 // TestConcurrent runs many goroutines on one allocator; run under -race.
 func TestConcurrent(t *testing.T) {
-	f := newFake(4 << 30)
+	f := fakegpu.New(4 << 30)
 	a, err := New(f, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +138,7 @@ func TestConcurrent(t *testing.T) {
 	if n := a.Stats(0).Allocation[0].Current; n != 0 {
 		t.Errorf("%d allocations live after every goroutine freed its own", n)
 	}
-	if err := a.Close(); err != nil || len(f.allocs) != 0 {
-		t.Errorf("close: %v, %d segments leaked", err, len(f.allocs))
+	if err := a.Close(); err != nil || f.Allocations() != 0 {
+		t.Errorf("close: %v, %d segments leaked", err, f.Allocations())
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/fakegpu"
+	"github.com/gpumem/gpumem/internal/oomhooks"
 )
 
 func TestRoundSize(t *testing.T) {
@@ -197,12 +199,12 @@ var ruleCases = []ruleCase{
 
 func TestRulesFake(t *testing.T) {
 	for _, c := range ruleCases {
-		t.Run(c.name, func(t *testing.T) { runRule(t, c, newFake(1<<34), fakeStreams()) })
+		t.Run(c.name, func(t *testing.T) { runRule(t, c, fakegpu.New(1<<34), fakeStreams()) })
 	}
 }
 
 func TestOutOfMemoryRetry(t *testing.T) {
-	f := newFake(64 << 20)
+	f := fakegpu.New(64 << 20)
 	a, err := New(f, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +264,7 @@ func TestOutOfMemoryRetry(t *testing.T) {
 }
 
 func TestMemoryFraction(t *testing.T) {
-	a, err := New(newFake(100<<20), Options{PerProcessMemoryFraction: 0.5})
+	a, err := New(fakegpu.New(100<<20), Options{PerProcessMemoryFraction: 0.5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +284,7 @@ func TestMemoryFraction(t *testing.T) {
 }
 
 func TestGarbageCollection(t *testing.T) {
-	a, err := New(newFake(100<<20), Options{GarbageCollectionThreshold: 0.5})
+	a, err := New(fakegpu.New(100<<20), Options{GarbageCollectionThreshold: 0.5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +322,7 @@ func TestGarbageCollection(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	a, err := New(newFake(1<<30), DefaultOptions())
+	a, err := New(fakegpu.New(1<<30), DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +371,7 @@ func TestBadInput(t *testing.T) {
 	check("second close", a.Close(), nil)
 	for _, o := range []Options{{MaxSplitSize: 1 << 20}, {GarbageCollectionThreshold: 1.5}, {PerProcessMemoryFraction: -1},
 		{HistorySize: -1}, {RoundupPower2Divisions: []Division{{UpToMB: 0, Divisions: 3}}}} {
-		if _, err := New(newFake(1<<30), o); !errors.Is(err, gpumem.ErrInvalidValue) {
+		if _, err := New(fakegpu.New(1<<30), o); !errors.Is(err, gpumem.ErrInvalidValue) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidValue", o, err)
 		}
 	}
@@ -380,7 +382,7 @@ func TestBadInput(t *testing.T) {
 
 // A cache-hit allocation+free pair makes no backend call and no heap allocation.
 func TestCacheHitIsFree(t *testing.T) {
-	f := newFake(1 << 30)
+	f := fakegpu.New(1 << 30)
 	a, err := New(f, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -390,13 +392,7 @@ func TestCacheHitIsFree(t *testing.T) {
 	for _, size := range []uint64{4096, 3 << 20} {
 		p, _ := a.Allocate(size, s)
 		_ = a.Deallocate(p, s)
-		f.mu.Lock()
-		before := len(f.calls)
-		total := 0
-		for _, n := range f.calls {
-			total += n
-		}
-		f.mu.Unlock()
+		before, total := len(f.Ops()), f.TotalCalls()
 		allocs := testing.AllocsPerRun(1000, func() {
 			p, err := a.Allocate(size, s)
 			if err != nil {
@@ -409,21 +405,14 @@ func TestCacheHitIsFree(t *testing.T) {
 		if allocs != 0 {
 			t.Errorf("size %d: %v heap allocations per pair, want 0", size, allocs)
 		}
-		f.mu.Lock()
-		after := 0
-		for _, n := range f.calls {
-			after += n
-		}
-		if after != total || len(f.calls) != before {
+		if after := f.TotalCalls(); after != total || len(f.Ops()) != before {
 			t.Errorf("size %d: %d backend calls during cache hits, want 0", size, after-total)
 		}
-		f.mu.Unlock()
 	}
 }
 
 func TestExpandableFallback(t *testing.T) {
-	f := newFake(1 << 30)
-	f.noVMM = true
+	f := fakegpu.New(1<<30, fakegpu.WithoutVMM())
 	var logged []string
 	a, err := New(f, Options{ExpandableSegments: true, Logf: func(format string, args ...any) { logged = append(logged, format) }})
 	if err != nil {
@@ -443,7 +432,7 @@ func TestExpandableFallback(t *testing.T) {
 }
 
 func TestExpandableMapUnmap(t *testing.T) {
-	f := newFake(1 << 30)
+	f := fakegpu.New(1 << 30)
 	a, err := New(f, Options{ExpandableSegments: true})
 	if err != nil {
 		t.Fatal(err)
@@ -470,14 +459,14 @@ func TestExpandableMapUnmap(t *testing.T) {
 	checkInvariants(t, a)
 	_ = a.Deallocate(p2, s)
 	_ = a.EmptyCache()
-	if r := a.Stats(0).ReservedBytes[0].Current; r != 0 || len(f.mapped) != 0 || len(f.handles) != 0 {
-		t.Errorf("after freeing all: reserved %d, %d mapped, %d handles", r, len(f.mapped), len(f.handles))
+	if r := a.Stats(0).ReservedBytes[0].Current; r != 0 || f.Mappings() != 0 || f.Handles() != 0 {
+		t.Errorf("after freeing all: reserved %d, %d mapped, %d handles", r, f.Mappings(), f.Handles())
 	}
 	checkInvariants(t, a)
 }
 
 func TestCapturePools(t *testing.T) {
-	f := newFake(1 << 30)
+	f := fakegpu.New(1 << 30)
 	a, err := New(f, Options{CrossStreamReuse: true})
 	if err != nil {
 		t.Fatal(err)
@@ -523,4 +512,48 @@ func TestCapturePools(t *testing.T) {
 	}
 	_ = a.Deallocate(p3, s)
 	checkInvariants(t, a)
+}
+
+// An OOM handler that keeps asking for a retry is asked at most
+// oomhooks.MaxAttempts times; the allocation then fails.
+func TestOOMRetryIsBounded(t *testing.T) {
+	a, err := New(fakegpu.New(64<<20), DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	calls := 0
+	a.SetOOMHandler(func(dev int, size uint64, attempt int) bool {
+		if attempt != calls {
+			t.Errorf("attempt %d at call %d", attempt, calls)
+		}
+		calls++
+		return true
+	})
+	if _, err := a.Allocate(100<<20, gpumem.Stream{Handle: 1}); !errors.Is(err, gpumem.ErrOutOfMemory) {
+		t.Fatalf("Allocate beyond capacity: %v", err)
+	}
+	if calls != oomhooks.MaxAttempts {
+		t.Errorf("handler asked %d times, want %d", calls, oomhooks.MaxAttempts)
+	}
+	if n := a.Stats(0).NumOOMs; n != 1 {
+		t.Errorf("%d OOMs counted, want 1", n)
+	}
+}
+
+// The registry builds a caching allocator from a configuration string and
+// rejects the keys of other allocators.
+func TestRegistered(t *testing.T) {
+	f := fakegpu.New(1 << 30)
+	a, err := gpumem.NewAllocator(f, "max_split_size_mb:64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := a.(*Allocator); !ok || c.opts.MaxSplitSize != 64<<20 {
+		t.Errorf("built %T", a)
+	}
+	_ = a.Close()
+	if _, err := gpumem.NewNamedAllocator(f, "caching", "throttle_ratio:0.5"); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("an asyncpool key: %v", err)
+	}
 }

@@ -172,20 +172,6 @@ func (t *tree) findAt(b *block) (link **block, succ *block) {
 	return link, succ
 }
 
-// next returns the block following b in key order, or nil.
-func (t *tree) next(b *block) *block {
-	var succ *block
-	for n := t.root; n != nil; {
-		if keyLess(b, n.size, uintptr(n.addr)) {
-			succ = n
-			n = n.left
-		} else {
-			n = n.right
-		}
-	}
-	return succ
-}
-
 // max returns the largest block, or nil.
 func (t *tree) max() *block {
 	n := t.root

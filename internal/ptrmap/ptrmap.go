@@ -10,6 +10,11 @@
 // that no tombstones build up under the allocate-free churn of a
 // workload. The zero key marks an empty slot: address 0 is never stored.
 //
+// It is the one pointer map of the project: asyncpool's table of
+// recorded allocations (values inline) and the caching allocator's table of
+// live blocks (pointer values; a value that is a pointer reads back nil when
+// absent, so Get serves as a lookup).
+//
 // A Map is not safe for concurrent use; its owner locks around it.
 package ptrmap
 
