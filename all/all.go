@@ -10,6 +10,7 @@ import (
 	// Each backend registers itself with gpumem.Register in init, and each
 	// allocator with gpumem.RegisterAllocator.
 	_ "github.com/gpumem/gpumem/asyncpool"
+	_ "github.com/gpumem/gpumem/caching"
 	_ "github.com/gpumem/gpumem/driver"
 	_ "github.com/gpumem/gpumem/hip"
 	_ "github.com/gpumem/gpumem/managed"

@@ -35,7 +35,8 @@ func dec(a *gpumem.StatArray, st int, n int64) {
 	y.Freed += n
 }
 
-// Stats returns the statistics of device dev (zero for an unknown device).
+// Stats returns the statistics of device dev (zero for an unknown device,
+// and for every device after Close: a closed allocator holds nothing).
 func (a *Allocator) Stats(dev int) gpumem.MemoryStats {
 	if dev < 0 || dev >= len(a.devs) {
 		return gpumem.MemoryStats{}
@@ -43,6 +44,9 @@ func (a *Allocator) Stats(dev int) gpumem.MemoryStats {
 	d := a.devs[dev]
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		return gpumem.MemoryStats{}
+	}
 	return d.statsLocked()
 }
 

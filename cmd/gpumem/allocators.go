@@ -4,5 +4,6 @@ package main
 // when their packages are imported.
 import (
 	_ "github.com/gpumem/gpumem/asyncpool"
+	_ "github.com/gpumem/gpumem/caching"
 	_ "github.com/gpumem/gpumem/managed"
 )
