@@ -1,22 +1,26 @@
 package gpumem
 
+import "fmt"
+
 // Module is a code module loaded on one device: CUDA's CUlibrary (from CUDA
 // 12.0, where the driver has the library API) or CUmodule, HIP's
 // hipModule_t. The zero Module is no module.
 type Module struct {
-	Device int
-	Handle uintptr
+	Device int     // ordinal of the device it was loaded for
+	Handle uintptr // CUlibrary, CUmodule or hipModule_t
 }
 
-// Function is a kernel of a loaded module (CUDA's CUkernel or CUfunction,
-// HIP's hipFunction_t), usable on the module's device.
+// Function is a kernel of a loaded module, usable on the module's device:
+// CUDA's CUfunction of the device's context (with the library API, the
+// CUkernel's function for that context) or HIP's hipFunction_t.
 type Function struct {
-	Device int
-	Handle uintptr
-	Name   string // the name it was looked up by
+	Device int     // ordinal of the module's device
+	Handle uintptr // CUfunction or hipFunction_t
+	Name   string  // the name it was looked up by
 }
 
-// Dim3 is a grid or block size.
+// Dim3 is a grid or block size. A zero component counts as 1, so Dim3{X: n}
+// is a one-dimensional size.
 type Dim3 struct{ X, Y, Z uint32 }
 
 // Threads returns X*Y*Z (1 for a zero component).
@@ -46,6 +50,19 @@ const (
 	numFuncAttributes
 )
 
+var funcAttrNames = [numFuncAttributes]string{
+	"max_threads_per_block", "shared_size_bytes", "const_size_bytes", "local_size_bytes",
+	"num_regs", "ptx_version", "binary_version", "max_dynamic_shared_size_bytes",
+}
+
+// String names the attribute.
+func (a FuncAttribute) String() string {
+	if a >= 0 && a < numFuncAttributes {
+		return funcAttrNames[a]
+	}
+	return fmt.Sprintf("func_attribute(%d)", int(a))
+}
+
 // KernelParams is the vendor's kernel-parameter array (void **kernelParams
 // of cuLaunchKernel and hipModuleLaunchKernel): Count pointers, each to one
 // argument's bytes. The array and the arguments live in memory the Go
@@ -57,7 +74,15 @@ type KernelParams struct {
 }
 
 // Kernels loads modules and launches their kernels. Operations a vendor or
-// version lacks return an error matching ErrNotSupported.
+// version lacks return an error matching ErrNotSupported. The native
+// backends (CUDA, HIP) implement it; until every backend does, reach it by
+// a type assertion on the Backend:
+//
+//	k, ok := b.(gpumem.Kernels)
+//
+// Methods are safe for concurrent use; handles carry their device, made
+// current inside each call. The kernel package builds argument arrays and
+// launches through it.
 type Kernels interface {
 	// ModuleLoadData loads a module from an image in memory on device dev:
 	// PTX, a cubin or a fatbin for CUDA; a code object or an offload
@@ -77,8 +102,11 @@ type Kernels interface {
 	// f (above 48 KiB needs it on CUDA).
 	FuncSetMaxDynamicSharedMemory(f Function, bytes int) error
 	// LaunchKernel launches f on s with the given grid and block, dynamic
-	// shared memory bytes and parameters, in stream order. During a capture
-	// of s it adds a kernel node to the graph.
+	// shared memory bytes and parameters, in stream order; f and s belong
+	// to one device. During a capture of s it adds a kernel node to the
+	// graph (from any goroutine: a launch is allowed in every capture
+	// mode). params must stay valid and unchanged until it returns; the
+	// vendor copies the argument bytes. It allocates nothing on success.
 	LaunchKernel(f Function, grid, block Dim3, sharedMem uint32, s Stream, params KernelParams) error
 	// OccupancyMaxActiveBlocks is the number of blocks of blockSize threads
 	// (with dynSmem bytes of dynamic shared memory each) that can be active

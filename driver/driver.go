@@ -90,17 +90,19 @@ func FormatVersion(v int) string { return fmt.Sprintf("%d.%d", v/1000, v%1000/10
 func Candidates() []string { return append([]string(nil), dl.CUDACandidates...) }
 
 var dialect = native.Dialect{
-	Vendor:         symtab.CUDA,
-	Name:           "cuda",
-	Candidates:     dl.CUDACandidates,
-	Start:          start,
-	Stop:           stop,
-	Refine:         refine,
-	ErrorName:      errorName,
-	Attribute:      attribute,
-	Advice:         advice,
-	WriteAllocProp: writeAllocProp,
-	PoolMaxSize:    func(b *native.Backend) bool { return b.DriverVersion >= 12020 },
+	Vendor:            symtab.CUDA,
+	Name:              "cuda",
+	Candidates:        dl.CUDACandidates,
+	Start:             start,
+	Stop:              stop,
+	Refine:            refine,
+	ErrorName:         errorName,
+	Attribute:         attribute,
+	Advice:            advice,
+	WriteAllocProp:    writeAllocProp,
+	FuncAttribute:     funcAttribute,
+	OccupancyCallback: true,
+	PoolMaxSize:       func(b *native.Backend) bool { return b.DriverVersion >= 12020 },
 	Versions: func(b *native.Backend) (gpumem.Version, error) {
 		v, err := driverVersion(b)
 		return gpumem.Version{Driver: v, Runtime: v}, err

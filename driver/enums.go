@@ -49,3 +49,23 @@ func advice(a gpumem.Advice) (int32, bool) {
 	}
 	return 0, false
 }
+
+// funcAttributes maps gpumem function attributes to CUfunction_attribute
+// (cuda.h).
+var funcAttributes = [...]int32{
+	gpumem.FuncMaxThreadsPerBlock:        0, // CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+	gpumem.FuncSharedSizeBytes:           1, // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+	gpumem.FuncConstSizeBytes:            2, // CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES
+	gpumem.FuncLocalSizeBytes:            3, // CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
+	gpumem.FuncNumRegs:                   4, // CU_FUNC_ATTRIBUTE_NUM_REGS
+	gpumem.FuncPTXVersion:                5, // CU_FUNC_ATTRIBUTE_PTX_VERSION
+	gpumem.FuncBinaryVersion:             6, // CU_FUNC_ATTRIBUTE_BINARY_VERSION
+	gpumem.FuncMaxDynamicSharedSizeBytes: 8, // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+}
+
+func funcAttribute(a gpumem.FuncAttribute) (int32, bool) {
+	if a < 0 || int(a) >= len(funcAttributes) {
+		return 0, false
+	}
+	return funcAttributes[a], true
+}

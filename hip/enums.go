@@ -47,3 +47,23 @@ func advice(a gpumem.Advice) (int32, bool) {
 	v, ok := advices[a]
 	return v, ok
 }
+
+// funcAttributes maps gpumem function attributes to hipFunction_attribute
+// (driver_types.h of HIP 5.2: the enum counts from 0 in CUDA's order).
+var funcAttributes = [...]int32{
+	gpumem.FuncMaxThreadsPerBlock:        0, // HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+	gpumem.FuncSharedSizeBytes:           1, // HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+	gpumem.FuncConstSizeBytes:            2, // HIP_FUNC_ATTRIBUTE_CONST_SIZE_BYTES
+	gpumem.FuncLocalSizeBytes:            3, // HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
+	gpumem.FuncNumRegs:                   4, // HIP_FUNC_ATTRIBUTE_NUM_REGS
+	gpumem.FuncPTXVersion:                5, // HIP_FUNC_ATTRIBUTE_PTX_VERSION
+	gpumem.FuncBinaryVersion:             6, // HIP_FUNC_ATTRIBUTE_BINARY_VERSION
+	gpumem.FuncMaxDynamicSharedSizeBytes: 8, // HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+}
+
+func funcAttribute(a gpumem.FuncAttribute) (int32, bool) {
+	if a < 0 || int(a) >= len(funcAttributes) {
+		return 0, false
+	}
+	return funcAttributes[a], true
+}

@@ -36,6 +36,13 @@ func TestEnumsAgainstHeaders(t *testing.T) {
 	for a, v := range advices {
 		want[adviceHeaderName[a]] = int64(v)
 	}
+	for a, name := range funcAttrHeaderName {
+		v, ok := funcAttribute(a)
+		if !ok {
+			t.Errorf("function attribute %d has no translation", a)
+		}
+		want[name] = int64(v)
+	}
 	for _, s := range symtab.Statuses[symtab.HIP].Statuses {
 		want[s.Name] = int64(s.Code)
 	}
@@ -183,4 +190,16 @@ func TestSentinels(t *testing.T) {
 	if len(attributes) != len(attrHeaderName) || len(advices) != len(adviceHeaderName) {
 		t.Error("header-name tables do not cover the translation tables")
 	}
+}
+
+// funcAttrHeaderName names each function attribute's hipFunction_attribute.
+var funcAttrHeaderName = map[gpumem.FuncAttribute]string{
+	gpumem.FuncMaxThreadsPerBlock:        "HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK",
+	gpumem.FuncSharedSizeBytes:           "HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES",
+	gpumem.FuncConstSizeBytes:            "HIP_FUNC_ATTRIBUTE_CONST_SIZE_BYTES",
+	gpumem.FuncLocalSizeBytes:            "HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES",
+	gpumem.FuncNumRegs:                   "HIP_FUNC_ATTRIBUTE_NUM_REGS",
+	gpumem.FuncPTXVersion:                "HIP_FUNC_ATTRIBUTE_PTX_VERSION",
+	gpumem.FuncBinaryVersion:             "HIP_FUNC_ATTRIBUTE_BINARY_VERSION",
+	gpumem.FuncMaxDynamicSharedSizeBytes: "HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES",
 }

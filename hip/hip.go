@@ -103,6 +103,7 @@ var dialect = native.Dialect{
 	Advice:         advice,
 	MemcpyKind:     true,
 	WriteAllocProp: writeAllocProp,
+	FuncAttribute:  funcAttribute,
 	PoolMaxSize:    func(b *native.Backend) bool { return b.RuntimeVersion >= hip6 },
 	Versions: func(b *native.Backend) (gpumem.Version, error) {
 		d, err := b.Int32(symtab.DriverGetVersion)

@@ -18,9 +18,16 @@
 //
 // Passing more arguments than the C function takes is harmless on both
 // ABIs, so CallN may be used for any function of at most N integer or
-// pointer arguments. Floating-point arguments, structs passed by value
-// (except those the ABI passes in one integer register) and more than six
-// arguments are not supported.
+// pointer arguments. Floating-point arguments and structs passed by value
+// (except those the ABI passes in one integer register) are not supported.
+//
+// CallPre12 takes up to twelve arguments (cuLaunchKernel and
+// hipModuleLaunchKernel take eleven, cuLibraryLoadData eight): its
+// trampolines pass the first six (amd64) or eight (arm64) in registers and
+// the rest in 8-byte slots at the bottom of the C stack, 16-byte aligned at
+// the call, as the two ABIs require. An argument narrower than 8 bytes
+// (unsigned int) occupies a whole slot on both; its upper bits are ignored
+// by the callee.
 //
 // # Results
 //
@@ -80,12 +87,26 @@ type frame struct {
 	gout     [2]uintptr // CallGuard6: where guard writes its answer (the first 32 bits are read)
 }
 
+// frame12 is frame for up to twelve arguments (CallPre12). Its layout is
+// shared with the assembly (see go_asm.h).
+type frame12 struct {
+	fn                     uintptr
+	a1, a2, a3, a4, a5, a6 uintptr
+	a7, a8, a9, a10, a11   uintptr
+	a12                    uintptr
+	pre                    uintptr
+	preArg                 uintptr
+	r                      uintptr
+	failed                 uintptr
+}
+
 // Addresses of the trampolines (ABI0, entered with the C calling convention
 // with a *frame as their only argument), defined in the assembly files.
 var (
 	call6ABI0      uintptr
 	callPre6ABI0   uintptr
 	callGuard6ABI0 uintptr
+	callPre12ABI0  uintptr
 )
 
 // runtime_cgocall switches to the system stack and calls fn(arg) with the
@@ -172,6 +193,20 @@ func Call6(fn, a1, a2, a3, a4, a5, a6 uintptr) uintptr {
 func CallPre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6 uintptr) (r uintptr, preFailed bool) {
 	f := frame{fn: fn, a1: a1, a2: a2, a3: a3, a4: a4, a5: a5, a6: a6, pre: pre, preArg: preArg}
 	runtime_cgocall(callPre6ABI0, unsafe.Pointer(&f))
+	return f.r, f.failed != 0
+}
+
+// CallPre12 is CallPre6 for functions of up to twelve integer or pointer
+// arguments: pre(preArg) and, only if it returned 0, fn(a1, ..., a12), in
+// one transition into C. It returns fn's result with preFailed false, or
+// pre's non-zero 32-bit status (zero-extended) with preFailed true. It
+// allocates nothing; the rules for callers are the package's.
+//
+//go:nosplit
+func CallPre12(pre, preArg, fn, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12 uintptr) (r uintptr, preFailed bool) {
+	f := frame12{fn: fn, a1: a1, a2: a2, a3: a3, a4: a4, a5: a5, a6: a6,
+		a7: a7, a8: a8, a9: a9, a10: a10, a11: a11, a12: a12, pre: pre, preArg: preArg}
+	runtime_cgocall(callPre12ABI0, unsafe.Pointer(&f))
 	return f.r, f.failed != 0
 }
 

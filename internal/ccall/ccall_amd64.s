@@ -164,3 +164,70 @@ gstop:
 	MOVQ 24(SP), DX
 	MOVQ DX, frame_failed(AX)
 	RET
+
+GLOBL ·callPre12ABI0(SB), NOPTR|RODATA, $8
+DATA ·callPre12ABI0(SB)/8, $callPre12<>(SB)
+
+// callPre12: pre(preArg); if it returned 0, fn(a1..a12) with a1..a6 in
+// registers and a7..a12 in the C stack's argument slots 0(SP)..40(SP),
+// which the callee finds just above its return address. Local slots:
+// 48(SP) frame pointer at entry, 56(SP) stack top at entry, 64(SP) result.
+// A frame of 80 bytes keeps SP 16-byte aligned at the inner CALLs.
+TEXT callPre12<>(SB), NOSPLIT, $80
+	MOVQ DI, 48(SP)
+	CALL _cgo_topofstack(SB)
+	MOVQ AX, 56(SP)
+
+	MOVQ 48(SP), R11
+	MOVQ frame12_preArg(R11), DI
+	MOVQ frame12_pre(R11), R10
+	XORL AX, AX
+	CALL R10
+	TESTL AX, AX
+	JNE  prefailed12
+
+	CALL _cgo_topofstack(SB)
+	SUBQ 56(SP), AX
+	ADDQ 48(SP), AX
+	MOVQ AX, R11
+	MOVQ frame12_a7(R11), AX
+	MOVQ AX, 0(SP)
+	MOVQ frame12_a8(R11), AX
+	MOVQ AX, 8(SP)
+	MOVQ frame12_a9(R11), AX
+	MOVQ AX, 16(SP)
+	MOVQ frame12_a10(R11), AX
+	MOVQ AX, 24(SP)
+	MOVQ frame12_a11(R11), AX
+	MOVQ AX, 32(SP)
+	MOVQ frame12_a12(R11), AX
+	MOVQ AX, 40(SP)
+	MOVQ frame12_a1(R11), DI
+	MOVQ frame12_a2(R11), SI
+	MOVQ frame12_a3(R11), DX
+	MOVQ frame12_a4(R11), CX
+	MOVQ frame12_a5(R11), R8
+	MOVQ frame12_a6(R11), R9
+	MOVQ frame12_fn(R11), R10
+	XORL AX, AX
+	CALL R10
+	MOVQ AX, 64(SP)
+
+	CALL _cgo_topofstack(SB)
+	SUBQ 56(SP), AX
+	ADDQ 48(SP), AX
+	MOVQ 64(SP), DX
+	MOVQ DX, frame12_r(AX)
+	MOVQ $0, frame12_failed(AX)
+	RET
+
+prefailed12:
+	MOVL AX, AX // zero-extend the 32-bit status
+	MOVQ AX, 64(SP)
+	CALL _cgo_topofstack(SB)
+	SUBQ 56(SP), AX
+	ADDQ 48(SP), AX
+	MOVQ 64(SP), DX
+	MOVQ DX, frame12_r(AX)
+	MOVQ $1, frame12_failed(AX)
+	RET

@@ -185,3 +185,76 @@ gstop:
 	MOVD R1, frame_failed(R0)
 	LDP.P 64(RSP), (R29, R30)
 	RET
+
+GLOBL ·callPre12ABI0(SB), NOPTR|RODATA, $8
+DATA ·callPre12ABI0(SB)/8, $callPre12<>(SB)
+
+// callPre12: pre(preArg); if it returned 0, fn(a1..a12) with a1..a8 in
+// R0-R7 and a9..a12 in the C stack's argument slots: 32 bytes pushed below
+// the frame just before the call (RSP stays 16-byte aligned) and popped
+// after it. Frame (48 bytes) as callPre6's.
+TEXT callPre12<>(SB), NOSPLIT|NOFRAME, $0
+	STP.W (R29, R30), -48(RSP)
+	MOVD  RSP, R29
+	MOVD R0, 16(RSP)
+	BL   _cgo_topofstack(SB)
+	MOVD R0, 24(RSP)
+
+	MOVD 16(RSP), R9
+	MOVD frame12_preArg(R9), R0
+	MOVD frame12_pre(R9), R10
+	BL   (R10)
+	CBNZW R0, prefailed12
+
+	BL   _cgo_topofstack(SB)
+	MOVD 24(RSP), R1
+	SUB  R1, R0, R0
+	MOVD 16(RSP), R1
+	ADD  R1, R0, R9
+	SUB  $32, RSP, RSP
+	MOVD frame12_a9(R9), R0
+	MOVD R0, 0(RSP)
+	MOVD frame12_a10(R9), R0
+	MOVD R0, 8(RSP)
+	MOVD frame12_a11(R9), R0
+	MOVD R0, 16(RSP)
+	MOVD frame12_a12(R9), R0
+	MOVD R0, 24(RSP)
+	MOVD frame12_a1(R9), R0
+	MOVD frame12_a2(R9), R1
+	MOVD frame12_a3(R9), R2
+	MOVD frame12_a4(R9), R3
+	MOVD frame12_a5(R9), R4
+	MOVD frame12_a6(R9), R5
+	MOVD frame12_a7(R9), R6
+	MOVD frame12_a8(R9), R7
+	MOVD frame12_fn(R9), R10
+	BL   (R10)
+	ADD  $32, RSP, RSP
+	MOVD R0, 32(RSP)
+
+	BL   _cgo_topofstack(SB)
+	MOVD 24(RSP), R1
+	SUB  R1, R0, R0
+	MOVD 16(RSP), R1
+	ADD  R1, R0, R0
+	MOVD 32(RSP), R1
+	MOVD R1, frame12_r(R0)
+	MOVD ZR, frame12_failed(R0)
+	LDP.P 48(RSP), (R29, R30)
+	RET
+
+prefailed12:
+	MOVWU R0, R0 // zero-extend the 32-bit status
+	MOVD R0, 32(RSP)
+	BL   _cgo_topofstack(SB)
+	MOVD 24(RSP), R1
+	SUB  R1, R0, R0
+	MOVD 16(RSP), R1
+	ADD  R1, R0, R0
+	MOVD 32(RSP), R1
+	MOVD R1, frame12_r(R0)
+	MOVD $1, R1
+	MOVD R1, frame12_failed(R0)
+	LDP.P 48(RSP), (R29, R30)
+	RET

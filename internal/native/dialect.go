@@ -36,6 +36,14 @@ type Dialect struct {
 	// PoolMaxSize reports whether the runtime's pool properties have the
 	// maxSize field (at offset 24).
 	PoolMaxSize func(b *Backend) bool
+	// FuncAttribute translates a function attribute (CUfunction_attribute,
+	// hipFunction_attribute).
+	FuncAttribute func(a gpumem.FuncAttribute) (int32, bool)
+	// OccupancyCallback is true when the potential-block-size function
+	// takes a block-size-to-shared-memory callback before the dynamic
+	// shared memory (CUDA's cuOccupancyMaxPotentialBlockSize; HIP's
+	// hipModuleOccupancyMaxPotentialBlockSize has none).
+	OccupancyCallback bool
 	// Versions reads the library's versions.
 	Versions func(b *Backend) (gpumem.Version, error)
 }

@@ -19,10 +19,13 @@
 //	report.go   symbol reports for the symbols command
 //	device.go, memory.go, copy.go, stream.go, event.go, pool.go,
 //	guarded.go, graph.go, vmm.go, peer.go: the Backend methods by concern
+//	module.go   gpumem.Kernels: modules (CUDA's library API from 12.0), functions, attributes
+//	launch.go   gpumem.Kernels: launches (eleven arguments, through ccall.CallPre12), occupancy
 //
 // # Calls
 //
-// Every call that concerns a device goes through ccall.CallPre6: the device's
+// Every call that concerns a device goes through ccall.CallPre6 (CallPre12
+// for the kernel launch and cuLibraryLoadData): the device's
 // "make current" function (cuCtxSetCurrent with the device's primary context,
 // retained at Open; hipSetDevice with the ordinal) and then the operation, in
 // one transition into C on one OS thread, so callers on any goroutine never

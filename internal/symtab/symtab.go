@@ -208,6 +208,25 @@ const (
 	PointerDevice
 	StreamIsCapturing
 
+	// Modules, functions and launches (gpumem.Kernels). CUDA 12.0+ loads
+	// through the library API (context-independent, CUlibrary and
+	// CUkernel, turned into a CUfunction of the device's context); older
+	// drivers through the module API.
+	ModuleLoadData
+	ModuleUnload
+	ModuleGetFunction
+	ModuleGetGlobal
+	LibraryLoadData
+	LibraryUnload
+	LibraryGetKernel
+	KernelGetFunction
+	LibraryGetGlobal
+	FuncGetAttribute
+	FuncSetAttribute
+	LaunchKernel
+	OccupancyMaxActiveBlocks
+	OccupancyMaxPotentialBlockSize
+
 	// Operations the backends answer without a library function of their
 	// own: they have rows (with no symbol) so that everything indexed by
 	// Op, such as the simulator's call counters and fault injection, has
@@ -322,6 +341,20 @@ var driverRows = [NumOps]Row{
 	row(DisablePeerAccess, "DisablePeerAccess", "cuCtxDisablePeerAccess", 4000, "hipDeviceDisablePeerAccess", none, ""),
 	row(PointerDevice, "PointerDevice", "cuPointerGetAttribute", 4000, "hipPointerGetAttribute", none, "DEVICE_ORDINAL (9 in both): which device's context a synchronous copy or memset runs in"),
 	row(StreamIsCapturing, "StreamCaptureInfo", "cuStreamIsCapturing", 10000, "hipStreamIsCapturing", none, "asked first: the full capture info only when a capture is active"),
+	row(ModuleLoadData, "ModuleLoadData", "cuModuleLoadData", 2000, "hipModuleLoadData", none, "CUDA before 12.0; image copied with a NUL appended (PTX is text)"),
+	row(ModuleUnload, "ModuleUnload", "cuModuleUnload", 2000, "hipModuleUnload", none, ""),
+	row(ModuleGetFunction, "ModuleFunction", "cuModuleGetFunction", 2000, "hipModuleGetFunction", none, "name NUL-terminated"),
+	row(ModuleGetGlobal, "ModuleGlobal", "cuModuleGetGlobal_v2", 3020, "hipModuleGetGlobal", none, "address and size_t size"),
+	row(LibraryLoadData, "LibraryLoadData", "cuLibraryLoadData", 12000, "", none, "CUDA 12.0+: ModuleLoadData through the library API; no options (8 arguments)"),
+	row(LibraryUnload, "LibraryUnload", "cuLibraryUnload", 12000, "", none, "CUDA 12.0+: ModuleUnload"),
+	row(LibraryGetKernel, "LibraryGetKernel", "cuLibraryGetKernel", 12000, "", none, "CUDA 12.0+: ModuleFunction, then KernelGetFunction"),
+	row(KernelGetFunction, "KernelGetFunction", "cuKernelGetFunction", 12000, "", none, "CUDA 12.0+: the CUfunction of the current (device's) context"),
+	row(LibraryGetGlobal, "LibraryGetGlobal", "cuLibraryGetGlobal", 12000, "", none, "CUDA 12.0+: ModuleGlobal in the current context"),
+	row(FuncGetAttribute, "FuncAttribute", "cuFuncGetAttribute", 2020, "hipFuncGetAttribute", none, "CUfunction_attribute / hipFunction_attribute: same numbers 0-8"),
+	row(FuncSetAttribute, "FuncSetMaxDynamicSharedMemory", "cuFuncSetAttribute", 9000, "", none, "HIP: hipFuncSetAttribute takes a host stub, not a hipFunction_t; the backend checks the limit instead"),
+	row(LaunchKernel, "LaunchKernel", "cuLaunchKernel", 4000, "hipModuleLaunchKernel", none, "11 arguments; kernelParams, extra NULL"),
+	row(OccupancyMaxActiveBlocks, "OccupancyMaxActiveBlocks", "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor", none, ""),
+	row(OccupancyMaxPotentialBlockSize, "OccupancyMaxPotentialBlockSize", "cuOccupancyMaxPotentialBlockSize", 6050, "hipModuleOccupancyMaxPotentialBlockSize", none, "CUDA takes a block-size-to-smem callback (NULL) before the smem; HIP does not"),
 	row(Name, "Name", "", 0, "", none, "answered by the backend"),
 	row(Library, "Library", "", 0, "", none, "answered by the backend"),
 	row(Close, "Close", "", 0, "", none, "releases the contexts Open retained"),

@@ -45,6 +45,23 @@ func TestEveryVendorMethodHasARow(t *testing.T) {
 	}
 }
 
+// Every Kernels method has a row, optional for both vendors (old libraries
+// still open).
+func TestEveryKernelsMethodHasARow(t *testing.T) {
+	kt := reflect.TypeOf((*gpumem.Kernels)(nil)).Elem()
+	for i := 0; i < kt.NumMethod(); i++ {
+		m := kt.Method(i).Name
+		r, ok := Driver.ByName(m)
+		if !ok {
+			t.Errorf("gpumem.Kernels.%s has no row", m)
+			continue
+		}
+		if r.Required[CUDA] || r.Required[HIP] {
+			t.Errorf("%s is required; kernel rows are optional", m)
+		}
+	}
+}
+
 func TestSymbolsUniqueAndWellFormed(t *testing.T) {
 	for _, v := range []struct {
 		vendor Vendor

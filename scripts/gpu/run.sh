@@ -5,7 +5,7 @@
 # anchors in one go, writes full logs to $OUT (default /tmp/gpumem-gpu) and
 # prints a short table last.
 #
-#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|snapshot|bench]
+#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|snapshot|bench|kernels]
 set -uo pipefail
 G=${G:-.gpu/final}
 OUT=${OUT:-/tmp/gpumem-gpu}
@@ -123,6 +123,38 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
 	$G/tests.test -test.run '^$' -test.bench 'GPU' -test.benchtime 2000000x >"$OUT/bench-gpu.txt" 2>&1
 	grep -E '^Benchmark' "$OUT/bench-gpu.txt" | sed 's/^/bench: /' | tee -a "$summary"
 	grep loop_ns "$OUT/drvbench.txt" 2>/dev/null | sed 's/^/anchor: /' | tee -a "$summary"
+fi
+
+if [ "$what" = all ] || [ "$what" = kernels ]; then
+	# Kernels: the GPU kernel tests, then launch overhead of an empty kernel
+	# from Go (BenchmarkGPULaunchEmpty) and from C (launchbench.c, the same
+	# PTX text through cuLaunchKernel), interleaved in rounds (ROUNDS,
+	# default 5), synchronizing every 1000 launches on both sides.
+	$G/tests.test -test.v -test.run 'GPUKernel' -test.timeout 5m >"$OUT/kernels-gpu.txt" 2>&1; note "tests.test -test.run GPUKernel exit $?"
+	grep -E '^(--- |ok|FAIL|PASS)' "$OUT/kernels-gpu.txt" | tee -a "$summary"
+	GPUMEM_KERNEL_PTX=$W/kernels.ptx $G/tests.test -test.run 'GPUKernelWritePTX' >/dev/null 2>&1
+	cc -O2 -o $W/launchbench $G/anchors/launchbench.c -ldl 2>&1 | tail -5
+	: >"$OUT/launch.txt"
+	for round in $(seq 1 "${ROUNDS:-5}"); do
+		$W/launchbench $W/kernels.ptx 200000 1000 1 >>"$OUT/launch.txt" 2>&1
+		$G/tests.test -test.run '^$' -test.bench 'GPULaunchEmpty' -test.benchtime 200000x >>"$OUT/launch.txt" 2>&1
+	done
+	python3 - "$OUT/launch.txt" <<'PY' | tee -a "$summary"
+import re, statistics, sys
+c, g = [], []
+for l in open(sys.argv[1]):
+    m = re.match(r'launch_ns ([0-9.]+)', l)
+    if m: c.append(float(m.group(1)))
+    m = re.match(r'BenchmarkGPULaunchEmpty\S*\s+\d+\s+([0-9.]+) ns/op', l)
+    if m: g.append(float(m.group(1)))
+if c and g:
+    mc, mg = statistics.median(c), statistics.median(g)
+    print("| launch of an empty kernel | C cuLaunchKernel | gpumem kernel.Launcher | ratio |")
+    print("| --- | --- | --- | --- |")
+    print(f"| ns per launch, median of {len(c)}/{len(g)} | {mc:.0f} | {mg:.0f} | {mg/mc:.2f}x |")
+else:
+    print("launch: no figures (see launch.txt)", len(c), len(g))
+PY
 fi
 
 echo

@@ -1,0 +1,82 @@
+package tests
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/driver"
+	"github.com/gpumem/gpumem/hip"
+	"github.com/gpumem/gpumem/internal/symtab"
+)
+
+// kernelSymbols are the vendor's symbols of the kernel rows of the driver
+// table (modules, functions, launches, occupancy).
+func kernelSymbols(v symtab.Vendor) []string {
+	var out []string
+	for op := symtab.ModuleLoadData; op <= symtab.OccupancyMaxPotentialBlockSize; op++ {
+		if s := symtab.Driver.Rows[op].Symbol[v]; s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func checkKernelRows(t *testing.T, rep gpumem.SymbolReport, err error, v symtab.Vendor) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved := map[string]gpumem.SymbolRow{}
+	for _, r := range rep.Rows {
+		resolved[r.Symbol] = r
+	}
+	for _, s := range kernelSymbols(v) {
+		r, ok := resolved[s]
+		switch {
+		case !ok:
+			t.Errorf("%s is not in the report", s)
+		case r.Required:
+			t.Errorf("%s is required; kernel rows are optional so that old libraries open", s)
+		case !r.Resolved:
+			t.Errorf("%s is not exported by %s %s", s, rep.Library, rep.Version)
+		default:
+			t.Logf("%s resolved (%s)", s, r.Name)
+		}
+	}
+}
+
+// TestVendorCUDAKernelSymbols: the 535 driver (CUDA 12.2) exports every
+// kernel symbol, the library API's (12.0+) included.
+func TestVendorCUDAKernelSymbols(t *testing.T) {
+	lib := vendorLibrary(t, "GPUMEM_TEST_CUDA_LIBRARY")
+	rep, err := driver.Symbols(lib)
+	checkKernelRows(t, rep, err, symtab.CUDA)
+}
+
+// TestVendorHIPKernelSymbols: HIP 5.2 exports the module API, the module
+// launch and the module occupancy functions. It has no counterpart of
+// cuFuncSetAttribute for a hipFunction_t (the backend checks the limit
+// itself) and no library API (CUDA only).
+func TestVendorHIPKernelSymbols(t *testing.T) {
+	lib := vendorLibrary(t, "GPUMEM_TEST_HIP_LIBRARY")
+	rep, err := hip.Symbols(lib)
+	checkKernelRows(t, rep, err, symtab.HIP)
+}
+
+// TestVendorKernelsWithoutDevice: with no device, Open fails as before and
+// nothing in the kernel path is reached; the backends still claim Kernels.
+func TestVendorKernelsWithoutDevice(t *testing.T) {
+	lib := vendorLibrary(t, "GPUMEM_TEST_CUDA_LIBRARY")
+	b, err := driver.Open(lib)
+	if err == nil {
+		defer b.Close()
+		if _, ok := b.(gpumem.Kernels); !ok {
+			t.Fatal("the CUDA backend does not implement gpumem.Kernels")
+		}
+		t.Skip("a device is present: the GPU tier covers kernels")
+	}
+	if !errors.Is(err, gpumem.ErrNoDevice) {
+		t.Fatalf("Open = %v, want ErrNoDevice", err)
+	}
+}
