@@ -38,7 +38,9 @@ func ScalarParam(size int) Param { return Param{Size: size} }
 // stream's goroutine; within it, KernelCall.Threads runs the block's threads
 // one phase at a time (a phase ends where CUDA code would __syncthreads).
 // Run must not call the GPU: it reads and writes device memory through the
-// KernelCall (Load, Store, AtomicAdd, Read, Write).
+// KernelCall (Load, Store, AtomicAdd, Read, Write). Nor may it end its
+// goroutine (runtime.Goexit, a test's t.Fatal): a test kernel reports
+// with t.Error, or panics, which stops the kernel with an error.
 type Kernel struct {
 	Name   string
 	Params []Param
