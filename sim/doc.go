@@ -11,8 +11,11 @@
 //	object      anything with an address range: an allocation, a pool chunk,
 //	            a virtual-memory mapping or reservation, a tag
 //	stream      a FIFO of ops; ops complete in order
-//	op          one unit of queued work: copy, memset, kernel (Launch), host
-//	            function, event record, event wait, free, prefetch, graph node
+//	op          one unit of queued work: copy, memset, kernel (Launch,
+//	            LaunchKernel), host function, event record, event wait, free,
+//	            prefetch, graph node
+//	kernel      a Go function registered under a name (Kernel) that modules
+//	            resolve and LaunchKernel runs over a grid of blocks
 //	capture     a stream (and the streams forked from it) recording ops into a graph
 //
 // # Memory
@@ -82,9 +85,61 @@
 // run their destructor when their last reference goes, whether the program,
 // a graph or an executable graph held it.
 //
+// # Kernels written in Go
+//
+// *GPU implements gpumem.Kernels with kernels written in Go. A Kernel is a
+// name, a parameter signature (PtrParam for device pointers, ScalarParam
+// for values) and a Run function; RegisterKernel registers it for every
+// GPU of the process, GPU.RegisterKernel for one GPU, whose registrations
+// are found first.
+//
+// ModuleLoadData accepts three kinds of image. A simulator image
+// (ModuleImage.Bytes) and PTX text declare kernel names (PTX's .entry) and
+// globals (PTX's .global and .const variables, zeroed); ModuleFunction
+// finds a name only if the image declares it and a kernel of that name is
+// registered, and fails with CUDA_ERROR_NOT_FOUND (500) otherwise. Any
+// other image (a cubin, a fatbin, a code object) is opaque: every
+// registered kernel is one of its functions and it has no globals. Globals
+// are device memory, allocated at load, freed at ModuleUnload and listed
+// by Leaks while the module is loaded.
+//
+// LaunchKernel reads the vendor's parameter array during the call and
+// copies the arguments (the array carries no sizes: the simulator checks
+// the count, null pointers, arguments laid out shorter than the signature
+// says, and that each pointer argument is memory the device may touch;
+// mismatches are CUDA_ERROR_INVALID_VALUE). The launch is an op of the
+// stream, run after the stream's earlier work and the events it waits for,
+// or, during a capture, a kernel node whose replays use the captured
+// arguments. When it runs, Run is called once per block, blocks in order of
+// their linear index, on the stream's goroutine with no lock held; inside a
+// block, KernelCall.Threads calls a function for each thread, and each call
+// of Threads is a phase that all threads finish before the next (the model
+// of __syncthreads). KernelCall.Shared is the block's shared memory, and
+// Load, Store, AtomicAdd, Read and Write touch device memory, each access
+// taking the GPU's lock. Every access is checked: an address outside a live
+// allocation, or past the size the allocation asked for, stops the kernel;
+// a panic in Run stops it too. A stopped kernel is a Violation and its
+// device's sticky error, as CUDA's faults are: CUDA_ERROR_ILLEGAL_ADDRESS
+// (700) for memory, CUDA_ERROR_UNKNOWN (999) for a panic,
+// CUDA_ERROR_INVALID_VALUE (1) for an argument read as a type of another
+// size. Synchronizing and querying streams, events and the device, and
+// later launches on the device, return it; only a new GPU clears it.
+//
+// Function attributes come from the registration (MaxThreads, default
+// 1024; SharedBytes; Regs), with PTX and binary version 90 and a dynamic
+// shared memory limit of 48 KiB less the static, settable up to 227 KiB
+// less the static. Occupancy models one of 132 multiprocessors of 2048
+// threads in warps of 32, 32 blocks, 228 KiB of shared memory and 65536
+// registers allocated per warp in units of 256.
+//
+// Until the driver table has rows for the Kernels operations, LaunchKernel
+// counts and faults as "Launch" (Calls, InjectFault) and the others are not
+// counted.
+//
 // # The use-after-free detector
 //
-// When an op that touches memory (copy, memset, Launch, Prefetch) is queued,
+// When an op that touches memory (copy, memset, Launch, LaunchKernel for
+// each of its pointer arguments, Prefetch) is queued,
 // the simulator resolves its range to the innermost owner: a Tag, a
 // stream-ordered allocation, or the allocation or mapping itself. When the
 // op runs it checks the owner again: if it was freed in between (Free,

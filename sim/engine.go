@@ -25,7 +25,7 @@ const (
 	opCopy                     // memcpy
 	opSet                      // memset
 	opHost                     // host function
-	opKernel                   // Launch
+	opKernel                   // Launch or LaunchKernel
 	opRecord                   // event record
 	opFree                     // FreeAsync reached
 	opPrefetch                 // managed prefetch
@@ -45,6 +45,7 @@ type op struct {
 	uses      []use
 	fn        func()
 	kfn       func([]byte)
+	k         *kernelLaunch // LaunchKernel: a Go kernel
 	ev        *event
 	evGen     uint64
 	obj       *object
@@ -196,7 +197,11 @@ func (g *GPU) run(st *stream, o *op) {
 			g.violate(st, o, 0, 0, "host function panicked: %v", err)
 		}
 	case opKernel:
-		g.runKernel(st, o)
+		if o.k != nil {
+			g.runGoKernel(st, o)
+		} else {
+			g.runKernel(st, o)
+		}
 	case opRecord:
 		if o.ev.gen == o.evGen {
 			o.ev.time = time.Now()

@@ -61,6 +61,7 @@ func (g *GPU) Leaks() []string {
 	for _, h := range g.handles {
 		add(fmt.Sprintf("physical allocation(dev %d, %#x) of %d bytes", h.dev.ord, h.id, h.size), &h.stack)
 	}
+	g.moduleLeaks(add)
 	for _, c := range g.captures {
 		add(fmt.Sprintf("capture %d on %v, never ended", c.id, c.origin.handle()), &c.graph.stack)
 	}

@@ -20,10 +20,11 @@ const (
 	objMapping                   // MemMap of a physical allocation into a reservation
 	objTag                       // Tag: a sub-allocation annotation
 	objReserve                   // MemAddressReserve
+	objGlobal                    // a global of a loaded module
 )
 
 var objKindNames = [...]string{"device allocation", "pinned host allocation", "managed allocation",
-	"pool chunk", "stream-ordered allocation", "graph allocation", "virtual memory mapping", "tagged block", "address reservation"}
+	"pool chunk", "stream-ordered allocation", "graph allocation", "virtual memory mapping", "tagged block", "address reservation", "module global"}
 
 func (k objKind) String() string { return objKindNames[k] }
 

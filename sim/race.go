@@ -14,7 +14,7 @@ import (
 // ran: the memory had been freed (Free, FreeAsync reached, MemUnmap, Untag),
 // or had been handed to another allocation since the work was queued.
 type Violation struct {
-	Op     string        // the Backend method that queued the work ("MemcpyAsync", "Launch")
+	Op     string        // the method that queued the work ("MemcpyAsync", "Launch", "LaunchKernel")
 	Stream gpumem.Stream // the stream it was queued on
 	Addr   gpumem.Ptr
 	Size   uint64
@@ -41,7 +41,11 @@ func (g *GPU) ClearViolations() {
 }
 
 func (g *GPU) violate(st *stream, o *op, a, size uint64, format string, args ...any) {
-	g.violations = append(g.violations, Violation{Op: opName(o.m), Stream: st.handle(), Addr: gpumem.Ptr(a), Size: size, What: fmt.Sprintf(format, args...)})
+	name := opName(o.m)
+	if o.k != nil {
+		name = kernelOps[kLaunchKernel].method
+	}
+	g.violations = append(g.violations, Violation{Op: name, Stream: st.handle(), Addr: gpumem.Ptr(a), Size: size, What: fmt.Sprintf(format, args...)})
 }
 
 // check runs the use-after-free detector for o; it reports whether the

@@ -113,6 +113,8 @@ type GPU struct {
 	captures  map[uint64]*capture
 	captureID uint64
 
+	kern kernelState // Go kernels, modules and functions
+
 	violations []Violation
 	migrated   Migration
 
@@ -138,7 +140,8 @@ type device struct {
 	blocking map[*stream]struct{} // blocking streams, which the legacy stream orders with
 	defPool  *pool
 	curPool  *pool
-	peer     []bool // peer[p]: this device may access p's memory
+	peer     []bool       // peer[p]: this device may access p's memory
+	kfault   *kernelFault // the first fault of a Go kernel: the sticky error
 }
 
 var _ gpumem.Backend = (*GPU)(nil)

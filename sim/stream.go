@@ -139,7 +139,7 @@ func (g *GPU) StreamSynchronize(s gpumem.Stream) error {
 		return err
 	}
 	g.trimPools(st.dev)
-	return nil
+	return g.syncStickyErr(symtab.StreamSynchronize, st.dev)
 }
 
 // StreamQuery reports whether s has completed its queued work. It is
@@ -157,6 +157,9 @@ func (g *GPU) StreamQuery(s gpumem.Stream) (bool, error) {
 	if st.cap != nil {
 		g.invalidate(st.cap)
 		return false, errf(symtab.StreamQuery, symtab.CUDAStreamCaptureUnsupported, "%v is capturing", s)
+	}
+	if err := g.syncStickyErr(symtab.StreamQuery, st.dev); err != nil {
+		return false, err
 	}
 	return !st.pending(), nil
 }
@@ -231,5 +234,5 @@ func (g *GPU) DeviceSynchronize(dev int) error {
 		return err
 	}
 	g.trimPools(d)
-	return nil
+	return g.syncStickyErr(symtab.DeviceSynchronize, d)
 }
