@@ -67,7 +67,10 @@ func entries(t *testing.T, backend string, img []byte) map[string]bool {
 }
 
 func TestRTCVendorKernels(t *testing.T) {
-	for _, v := range []struct{ backend, env string; targets []string }{
+	for _, v := range []struct {
+		backend, env string
+		targets      []string
+	}{
 		{"cuda", "GPUMEM_TEST_NVRTC_LIBRARY", []string{"sm_80", "sm_90"}},
 		{"hip", "GPUMEM_TEST_HIPRTC_LIBRARY", []string{"gfx908", "gfx90a"}},
 	} {
