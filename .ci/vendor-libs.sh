@@ -12,10 +12,20 @@
 #   copying this machine's own Debian source entries with the component
 #   changed; the package is downloaded and extracted into DIR, never installed.
 #
+# - NVRTC: libnvrtc11.2 and libnvrtc-builtins11.8 (non-free; CUDA 11.8's
+#   run-time compiler) are downloaded and extracted into DIR/nvrtc, never
+#   installed. libnvrtc dlopens its builtins by soname, so their directory is
+#   exported in LD_LIBRARY_PATH.
+# - hipRTC is inside the installed libamdhip64-5 and compiles through
+#   libamd-comgr2, a dependency the install brings (checked below).
+#
 # On success the last lines on stdout are shell export lines:
 #   export GPUMEM_TEST_CUDA_LIBRARY=...
 #   export GPUMEM_TEST_HIP_LIBRARY=...
 #   export GPUMEM_TEST_HIP_INCLUDE=...
+#   export GPUMEM_TEST_NVRTC_LIBRARY=...
+#   export GPUMEM_TEST_HIPRTC_LIBRARY=...
+#   export LD_LIBRARY_PATH=...
 # Everything else goes to stderr, so `eval "$(.ci/vendor-libs.sh DIR)"` works.
 set -euo pipefail
 
@@ -91,6 +101,26 @@ if [ -z "$hip" ]; then
 	exit 1
 fi
 
+log "downloading libnvrtc11.2 and libnvrtc-builtins11.8 (non-free) and extracting them into $DIR/nvrtc"
+rm -f "$work"/*.deb
+(cd "$work" && apt-get download libnvrtc11.2 libnvrtc-builtins11.8 >&2)
+for deb in "$work"/libnvrtc*.deb; do
+	dpkg -x "$deb" "$DIR/nvrtc"
+done
+nvrtc=$(find "$DIR/nvrtc" -name 'libnvrtc.so.*' \( -type f -o -type l \) | sort | head -n1)
+builtins=$(find "$DIR/nvrtc" -name 'libnvrtc-builtins.so.*' \( -type f -o -type l \) | head -n1)
+if [ -z "$nvrtc" ] || [ -z "$builtins" ]; then
+	log "libnvrtc.so.N or libnvrtc-builtins.so.N not found in the libnvrtc packages"
+	exit 1
+fi
+if ! dpkg -s libamd-comgr2 >/dev/null 2>&1; then
+	log "libamd-comgr2 (hipRTC's compiler) was not installed with libamdhip64-5"
+	exit 1
+fi
+
 echo "export GPUMEM_TEST_CUDA_LIBRARY=$cuda"
 echo "export GPUMEM_TEST_HIP_LIBRARY=$hip"
 echo "export GPUMEM_TEST_HIP_INCLUDE=$DIR/include"
+echo "export GPUMEM_TEST_NVRTC_LIBRARY=$nvrtc"
+echo "export GPUMEM_TEST_HIPRTC_LIBRARY=$hip"
+echo "export LD_LIBRARY_PATH=$(dirname "$builtins")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -29,13 +29,14 @@ type deviceInfo struct {
 
 // infoReport is what info --json prints.
 type infoReport struct {
-	Backend        string       `json:"backend"`
-	Library        string       `json:"library"`
-	DriverVersion  int          `json:"driver_version"`
-	RuntimeVersion int          `json:"runtime_version"`
-	Devices        []deviceInfo `json:"devices"`
-	PeerAccess     [][]bool     `json:"peer_access"`
-	Error          string       `json:"error"`
+	Backend        string        `json:"backend"`
+	Library        string        `json:"library"`
+	DriverVersion  int           `json:"driver_version"`
+	RuntimeVersion int           `json:"runtime_version"`
+	Devices        []deviceInfo  `json:"devices"`
+	PeerAccess     [][]bool      `json:"peer_access"`
+	Compiler       *compilerInfo `json:"compiler,omitempty"` // the run-time compiler; absent for the simulator
+	Error          string        `json:"error"`
 }
 
 func cmdInfo(args []string, stdout, stderr io.Writer) int {
@@ -65,6 +66,7 @@ func cmdInfo(args []string, stdout, stderr io.Writer) int {
 		}
 		rep.Error = err.Error()
 	}
+	rep.Compiler = findCompiler(rep.Backend)
 	if *asJSON {
 		printJSON(stdout, rep)
 	} else {
@@ -156,6 +158,13 @@ func printInfo(w io.Writer, rep infoReport) {
 	}
 	if rep.DriverVersion != 0 {
 		fmt.Fprintf(w, "driver   %s (runtime %s)\n", versionString(rep.Backend, rep.DriverVersion), versionString(rep.Backend, rep.RuntimeVersion))
+	}
+	if c := rep.Compiler; c != nil {
+		if c.Error != "" {
+			fmt.Fprintf(w, "compiler %s: not found (%s)\n", c.Name, c.Error)
+		} else {
+			fmt.Fprintf(w, "compiler %s %s (%s)\n", c.Name, c.Version, c.Library)
+		}
 	}
 	if len(rep.Devices) == 0 {
 		return

@@ -2,10 +2,11 @@
 // allocation traces through its allocators.
 //
 //	gpumem info    [--backend B] [--library PATH] [--sim-devices N] [--json]
-//	gpumem symbols [--backend cuda|hip] [--library PATH] [--json]
+//	gpumem symbols [--table driver|nvrtc|hiprtc] [--backend cuda|hip] [--library PATH] [--json]
 //	gpumem replay  [--backend B] [--allocator caching|asyncpool|managed] [--conf CONF]
 //	               [--sim-capacity BYTES] [--sim-devices N] [--html FILE] [--json] [TRACE|SNAPSHOT...]
 //	gpumem convert [--device N] [-o OUT] SNAPSHOT
+//	gpumem compile [--backend cuda|hip] [--library PATH] [--arch TARGET] [-o OUT] FILE
 //
 // info describes the devices a backend sees; symbols resolves a vendor
 // library's symbol table without initialising it; replay runs traces
@@ -50,12 +51,14 @@ commands:
   symbols   resolve a vendor library's symbol table (no GPU needed)
   replay    replay allocation traces through the allocators
   convert   convert a PyTorch memory snapshot into a trace
+  compile   compile a kernel source to PTX (NVRTC) or a code object (hipRTC)
 
   gpumem info    [--backend B] [--library PATH] [--sim-devices N] [--json]
-  gpumem symbols [--backend cuda|hip] [--library PATH] [--json]
+  gpumem symbols [--table driver|nvrtc|hiprtc] [--backend cuda|hip] [--library PATH] [--json]
   gpumem replay  [--backend B] [--allocator A] [--conf CONF] [--sim-capacity BYTES]
                  [--sim-devices N] [--html FILE] [--json] [TRACE...]
   gpumem convert [--device N] [-o OUT] SNAPSHOT
+  gpumem compile [--backend cuda|hip] [--library PATH] [--arch TARGET] [-o OUT] FILE
 
 Run 'gpumem <command> --help' for a command's flags.
 `
@@ -86,6 +89,8 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		return cmdReplay(rest, stdout, stderr)
 	case "convert":
 		return cmdConvert(rest, stdout, stderr)
+	case "compile":
+		return cmdCompile(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -1,15 +1,17 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/rtc"
 )
 
-var symbolsUsage = "usage: gpumem symbols [--backend " + strings.Join(backendNames(true), "|") + "] [--library PATH] [--json]\n"
+var symbolsUsage = "usage: gpumem symbols [--table driver|nvrtc|hiprtc] [--backend " + strings.Join(backendNames(true), "|") + "] [--library PATH] [--json]\n"
 
 func cmdSymbols(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("symbols", symbolsUsage, stderr)
@@ -21,12 +23,26 @@ func cmdSymbols(args []string, stdout, stderr io.Writer) int {
 	backend := fs.String("backend", def, "vendor: "+strings.Join(vendors, " or "))
 	library := fs.String("library", "", "library file to resolve against (default: the usual names)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	table := fs.String("table", "driver", "table: driver (the driver's or runtime's), nvrtc or hiprtc (the run-time compilers)")
+	explicit := map[string]bool{}
 	pos, code, ok := parseCommand(fs, args)
 	if !ok {
 		return code
 	}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
 	if len(pos) > 0 {
 		return fail(stderr, symbolsUsage, usagef("symbols takes no arguments (got %q)", pos))
+	}
+	switch *table {
+	case "driver":
+	case rtc.NVRTC, rtc.HIPRTC:
+		b := ""
+		if explicit["backend"] {
+			b = *backend
+		}
+		return symbolsRTC(*table, b, *library, *asJSON, stdout, stderr)
+	default:
+		return fail(stderr, symbolsUsage, usagef("symbols: --table must be driver, nvrtc or hiprtc (got %q)", *table))
 	}
 	reg, ok := gpumem.Lookup(*backend)
 	if !ok || reg.Symbols == nil {
