@@ -9,7 +9,7 @@ import (
 // Collector returns the manager's metrics collector, for a metrics.Registry
 // (AddCollector): its tiers, pinned memory, transfers and counters as the
 // gpumem_deferrable_* families, labelled device (the manager's) and, per
-// family, tier, stat, from and to, or kind (package metrics documents each
+// family, tier, from and to, or kind (package metrics documents each
 // family). Its expvar value is the manager's Stats in their JSON form.
 func (m *Manager) Collector() metrics.Collector { return collector{m} }
 
@@ -90,18 +90,22 @@ var families, familyValues = func() ([]metrics.Family, []valuesFunc) {
 				emit(lbl("tier", tierNames[i]), float64(t.Buffers))
 			}
 		})
-	add("gpumem_deferrable_bytes", "gauge", "Bytes of deferrable buffers resident, current and peak, by tier.",
+	add("gpumem_deferrable_bytes", "gauge", "Bytes of deferrable buffers resident, by tier.",
 		func(st *Stats, emit func([]metrics.Label, float64)) {
 			for i, t := range tierStats(st) {
-				emit(lbl("tier", tierNames[i], "stat", "current"), float64(t.Bytes))
-				emit(lbl("tier", tierNames[i], "stat", "peak"), float64(t.PeakBytes))
+				emit(lbl("tier", tierNames[i]), float64(t.Bytes))
 			}
 		})
-	add("gpumem_deferrable_pinned_bytes", "gauge", "Page-locked host memory of the host tier, current and peak.",
+	add("gpumem_deferrable_peak_bytes", "gauge", "Peak bytes of deferrable buffers resident, by tier.",
 		func(st *Stats, emit func([]metrics.Label, float64)) {
-			emit(lbl("stat", "current"), float64(st.PinnedBytes))
-			emit(lbl("stat", "peak"), float64(st.PinnedPeakBytes))
+			for i, t := range tierStats(st) {
+				emit(lbl("tier", tierNames[i]), float64(t.PeakBytes))
+			}
 		})
+	scalar("gpumem_deferrable_pinned_bytes", "gauge", "Page-locked host memory of the host tier.",
+		func(s *Stats) float64 { return float64(s.PinnedBytes) })
+	scalar("gpumem_deferrable_pinned_peak_bytes", "gauge", "Peak page-locked host memory of the host tier.",
+		func(s *Stats) float64 { return float64(s.PinnedPeakBytes) })
 	scalar("gpumem_deferrable_pinned_slabs", "gauge", "Pinned slabs of the host tier.",
 		func(s *Stats) float64 { return float64(s.PinnedSlabs) })
 	perMove("gpumem_deferrable_moves_total", "Completed moves of buffers between tiers.",

@@ -74,11 +74,11 @@ func TestDeferrableExposition(t *testing.T) {
 	for i, ts := range []deferrable.TierStats{st.Device, st.Host, st.Disk} {
 		tier := deferrable.Tier(i).String()
 		check(key("gpumem_deferrable_buffers", lab("tier", tier)...), float64(ts.Buffers))
-		check(key("gpumem_deferrable_bytes", lab("tier", tier, "stat", "current")...), float64(ts.Bytes))
-		check(key("gpumem_deferrable_bytes", lab("tier", tier, "stat", "peak")...), float64(ts.PeakBytes))
+		check(key("gpumem_deferrable_bytes", lab("tier", tier)...), float64(ts.Bytes))
+		check(key("gpumem_deferrable_peak_bytes", lab("tier", tier)...), float64(ts.PeakBytes))
 	}
-	check(key("gpumem_deferrable_pinned_bytes", lab("stat", "current")...), float64(st.PinnedBytes))
-	check(key("gpumem_deferrable_pinned_bytes", lab("stat", "peak")...), float64(st.PinnedPeakBytes))
+	check(key("gpumem_deferrable_pinned_bytes", lab()...), float64(st.PinnedBytes))
+	check(key("gpumem_deferrable_pinned_peak_bytes", lab()...), float64(st.PinnedPeakBytes))
 	check(key("gpumem_deferrable_pinned_slabs", lab()...), float64(st.PinnedSlabs))
 	dirs := map[[2]string]deferrable.Transfer{
 		{"device", "host"}: st.DeviceToHost, {"device", "disk"}: st.DeviceToDisk, {"host", "disk"}: st.HostToDisk,
@@ -160,5 +160,27 @@ func TestAddCollectorErrors(t *testing.T) {
 	}
 	if !r.Remove("x") {
 		t.Error("Remove of a deferrable manager reports none")
+	}
+}
+
+// No family is another's name plus "_total" (which OpenMetrics reads as one
+// counter family), among the allocators' and deferrable's families.
+func TestNoTotalCollision(t *testing.T) {
+	var r metrics.Registry
+	_ = r.Add("a", metrics.SourceFunc(func(int) gpumem.MemoryStats { return gpumem.MemoryStats{} }), []int{0})
+	names := map[string]bool{}
+	for _, mf := range r.Gather() {
+		names[mf.Name] = true
+	}
+	for _, n := range metrics.Names() {
+		names[n] = true
+	}
+	for _, f := range (&deferrable.Manager{}).Collector().Families() {
+		names[f.Name] = true
+	}
+	for n := range names {
+		if names[n+"_total"] {
+			t.Errorf("%s and %s_total collide", n, n)
+		}
 	}
 }

@@ -16,8 +16,16 @@
 //
 // Each read calls every collector once (an allocator's Stats once per
 // device), without the registry's lock held; the output is consistent per
-// source and device. Gather returns the samples themselves, for exporters
-// other than WritePrometheus.
+// source and device.
+//
+// # Other exporters
+//
+// Gather returns every family with its type, help and samples (each sample's
+// labels, allocator first, and value): what WritePrometheus writes, for
+// other exporters to read. Two small modules, each with its own go.mod so
+// that this module keeps its single dependency, build on it: the module
+// github.com/gpumem/gpumem/metrics/prometheus (a prometheus.Collector for
+// client_golang's registries).
 //
 // # expvar
 //
@@ -31,35 +39,52 @@
 // # Prometheus names
 //
 // Every sample carries the labels allocator (the name given to Add) and
-// device (the device ordinal). PyTorch's pooled statistics ("<name>.<pool>.<stat>"
-// in torch.cuda.memory_stats) become two families each, because a family has
-// one type: a gauge gpumem_<name> with stat="current" or stat="peak", and a
-// counter gpumem_<name>_total with stat="allocated" (total increments) or
-// stat="freed" (total decrements); both also carry pool="all", "small" or
-// "large". For example PyTorch's allocated_bytes.all.current is
+// device (the device ordinal). PyTorch's pooled statistics
+// ("<name>.<pool>.<stat>" in torch.cuda.memory_stats) become four families
+// each, so that no label mixes values that must not be added up and no
+// family is another's name plus "_total" (the exposition reads as
+// OpenMetrics too):
 //
-//	gpumem_allocated_bytes{allocator="caching",device="0",pool="all",stat="current"}
+//	gpumem_<base>[_bytes]                  gauge: current, pool="small"|"large"
+//	gpumem_<base>_peak[_bytes]             gauge: peak of the total since the last reset (no pool)
+//	gpumem_<base>_added[_bytes]_total      counter: total increments, by pool
+//	gpumem_<base>_removed[_bytes]_total    counter: total decrements, by pool
 //
-// The pooled families, with PyTorch's name first:
+// The pool label takes "small" and "large", whose sum is PyTorch's "all"
+// (there is no pool="all" series); a source whose total exceeds its pools
+// (a SourceFunc summing sources) adds pool="other" with the remainder. For
+// example PyTorch's allocated_bytes.all.current is
 //
-//	allocation            gpumem_allocation, gpumem_allocation_total
+//	sum by (allocator, device) (gpumem_allocated_bytes)
+//
+// and allocated_bytes.all.peak is gpumem_allocated_peak_bytes. The pooled
+// families, with PyTorch's name first:
+//
+//	allocation            gpumem_allocations{,_peak,_added_total,_removed_total}
 //	                      blocks handed out by the allocator
-//	segment               gpumem_segment, gpumem_segment_total
+//	segment               gpumem_segments{,_peak,_added_total,_removed_total}
 //	                      device allocations (segments) held
-//	active                gpumem_active, gpumem_active_total
+//	active                gpumem_active_blocks{,_peak,_added_total,_removed_total}
 //	                      blocks allocated or freed but awaiting their streams
-//	inactive_split        gpumem_inactive_split, gpumem_inactive_split_total
+//	inactive_split        gpumem_inactive_split_blocks{,_peak,_added_total,_removed_total}
 //	                      free blocks split from a segment that has live parts
-//	allocated_bytes       gpumem_allocated_bytes, gpumem_allocated_bytes_total
+//	allocated_bytes       gpumem_allocated{_bytes,_peak_bytes,_added_bytes_total,_removed_bytes_total}
 //	                      bytes handed out, rounded to the allocator's sizes
-//	reserved_bytes        gpumem_reserved_bytes, gpumem_reserved_bytes_total
+//	reserved_bytes        gpumem_reserved{_bytes,_peak_bytes,_added_bytes_total,_removed_bytes_total}
 //	                      bytes held from the device
-//	active_bytes          gpumem_active_bytes, gpumem_active_bytes_total
+//	active_bytes          gpumem_active{_bytes,_peak_bytes,_added_bytes_total,_removed_bytes_total}
 //	                      bytes in active blocks
-//	inactive_split_bytes  gpumem_inactive_split_bytes, gpumem_inactive_split_bytes_total
+//	inactive_split_bytes  gpumem_inactive_split{_bytes,_peak_bytes,_added_bytes_total,_removed_bytes_total}
 //	                      bytes in inactive split blocks
-//	requested_bytes       gpumem_requested_bytes, gpumem_requested_bytes_total
+//	requested_bytes       gpumem_requested{_bytes,_peak_bytes,_added_bytes_total,_removed_bytes_total}
 //	                      bytes asked for by callers, before rounding
+//
+// Before this layout, each pooled statistic was a gauge gpumem_<name> with
+// stat="current"|"peak" and a counter gpumem_<name>_total with
+// stat="allocated"|"freed", both with pool="all"|"small"|"large": a query
+// over them must be rewritten (stat="current" is the gauge, summed over
+// pool; stat="peak" the _peak gauge; stat="allocated" the _added counter;
+// stat="freed" the _removed counter).
 //
 // The single-valued families, labelled allocator and device only:
 //
@@ -95,10 +120,13 @@
 //
 //	Device, Host, Disk    gpumem_deferrable_buffers (gauge, tier="device"|"host"|"disk")
 //	                      buffers resident in each tier
-//	                      gpumem_deferrable_bytes (gauge, tier=..., stat="current"|"peak")
-//	                      their bytes, and the peak
-//	PinnedBytes           gpumem_deferrable_pinned_bytes (gauge, stat="current"|"peak")
+//	                      gpumem_deferrable_bytes (gauge, tier=...)
+//	                      their bytes
+//	                      gpumem_deferrable_peak_bytes (gauge, tier=...)
+//	                      the peak of each tier's bytes
+//	PinnedBytes           gpumem_deferrable_pinned_bytes (gauge)
 //	                      page-locked memory the host tier holds
+//	PinnedPeakBytes       gpumem_deferrable_pinned_peak_bytes (gauge)
 //	PinnedSlabs           gpumem_deferrable_pinned_slabs (gauge)
 //	DeviceToHost, ...     gpumem_deferrable_moves_total (counter, from=..., to=...)
 //	                      completed moves in each direction (device to host or

@@ -38,13 +38,13 @@ func Example() {
 	}
 	for _, line := range strings.Split(buf.String(), "\n") {
 		if strings.Contains(line, "gpumem_requested_bytes ") ||
-			strings.HasPrefix(line, `gpumem_requested_bytes{allocator="caching",device="0",pool="all"`) {
+			strings.HasPrefix(line, `gpumem_requested_bytes{`) {
 			fmt.Println(line)
 		}
 	}
 	// Output:
-	// # HELP gpumem_requested_bytes Bytes asked for (unrounded): current value and peak since the last reset, by pool.
+	// # HELP gpumem_requested_bytes Bytes asked for (unrounded): current value, by pool (the pools add up to the total).
 	// # TYPE gpumem_requested_bytes gauge
-	// gpumem_requested_bytes{allocator="caching",device="0",pool="all",stat="current"} 1000
-	// gpumem_requested_bytes{allocator="caching",device="0",pool="all",stat="peak"} 1000
+	// gpumem_requested_bytes{allocator="caching",device="0",pool="small"} 1000
+	// gpumem_requested_bytes{allocator="caching",device="0",pool="large"} 0
 }

@@ -6,41 +6,65 @@ import "github.com/gpumem/gpumem"
 // each with its labels after device.
 type valuesFunc func(st *gpumem.MemoryStats, emit func(labels []Label, v float64))
 
-var pools = [3]string{gpumem.StatAll: "all", gpumem.StatSmall: "small", gpumem.StatLarge: "large"}
+// pools are the pool labels of the pooled families: small and large only,
+// whose sum is the total (PyTorch's "all" pool is not a label value, so that
+// summing over pool does not count twice).
+var pools = [2]struct {
+	index int
+	label []Label
+}{
+	{gpumem.StatSmall, []Label{{Name: "pool", Value: "small"}}},
+	{gpumem.StatLarge, []Label{{Name: "pool", Value: "large"}}},
+}
 
-// poolLabels[p][k] are the pool and stat labels of pool p and statistic k
-// (current, peak, allocated, freed), built once.
-var poolLabels = func() (l [3][4][]Label) {
-	for p, pool := range pools {
-		for k, stat := range [4]string{"current", "peak", "allocated", "freed"} {
-			l[p][k] = []Label{{Name: "pool", Value: pool}, {Name: "stat", Value: stat}}
+// otherPool labels what a total holds beyond its small and large pools.
+var otherPool = []Label{{Name: "pool", Value: "other"}}
+
+// statFamilies returns the four families of one StatArray, named from base
+// and unit ("bytes" or ""): the current value by pool (gauge
+// gpumem_<base>[_<unit>]), the peak of the total (gauge
+// gpumem_<base>_peak[_<unit>], no pool label: the pools' peaks do not add
+// up to it), and the total increments and decrements by pool (counters
+// gpumem_<base>_added[_<unit>]_total and gpumem_<base>_removed[_<unit>]_total).
+// No family is another's name plus "_total", so the exposition reads as
+// OpenMetrics too.
+func statFamilies(base, unit, what string, get func(*gpumem.MemoryStats) *gpumem.StatArray) ([]Family, []valuesFunc) {
+	name := func(mid string) string {
+		n := "gpumem_" + base + mid
+		if unit != "" {
+			n += "_" + unit
+		}
+		return n
+	}
+	fams := []Family{
+		{Name: name(""), Type: "gauge", Help: what + ": current value, by pool (the pools add up to the total)."},
+		{Name: name("_peak"), Type: "gauge", Help: what + ": peak of the total since the last reset."},
+		{Name: name("_added") + "_total", Type: "counter", Help: what + ": total increments, by pool."},
+		{Name: name("_removed") + "_total", Type: "counter", Help: what + ": total decrements, by pool."},
+	}
+	byPool := func(field func(*gpumem.Stat) int64) valuesFunc {
+		return func(st *gpumem.MemoryStats, emit func([]Label, float64)) {
+			a := get(st)
+			rest := field(&a[gpumem.StatAll])
+			for _, p := range pools {
+				v := field(&a[p.index])
+				rest -= v
+				emit(p.label, float64(v))
+			}
+			if rest != 0 {
+				// A source that keeps a total without its pools (a sum
+				// of sources, a function): the remainder keeps the sum.
+				emit(otherPool, float64(rest))
+			}
 		}
 	}
-	return l
-}()
-
-// statFamilies returns the two families of one StatArray: its gauges
-// (current, peak) and its counters (allocated, freed).
-func statFamilies(name, what string, get func(*gpumem.MemoryStats) *gpumem.StatArray) ([]Family, []valuesFunc) {
-	fams := []Family{
-		{Name: "gpumem_" + name, Type: "gauge", Help: what + ": current value and peak since the last reset, by pool."},
-		{Name: "gpumem_" + name + "_total", Type: "counter", Help: what + ": total increments (stat=allocated) and decrements (stat=freed), by pool."},
-	}
 	vals := []valuesFunc{
+		byPool(func(s *gpumem.Stat) int64 { return s.Current }),
 		func(st *gpumem.MemoryStats, emit func([]Label, float64)) {
-			a := get(st)
-			for p := range pools {
-				emit(poolLabels[p][0], float64(a[p].Current))
-				emit(poolLabels[p][1], float64(a[p].Peak))
-			}
+			emit(nil, float64(get(st)[gpumem.StatAll].Peak))
 		},
-		func(st *gpumem.MemoryStats, emit func([]Label, float64)) {
-			a := get(st)
-			for p := range pools {
-				emit(poolLabels[p][2], float64(a[p].Allocated))
-				emit(poolLabels[p][3], float64(a[p].Freed))
-			}
-		},
+		byPool(func(s *gpumem.Stat) int64 { return s.Allocated }),
+		byPool(func(s *gpumem.Stat) int64 { return s.Freed }),
 	}
 	return fams, vals
 }
@@ -50,23 +74,23 @@ func statFamilies(name, what string, get func(*gpumem.MemoryStats) *gpumem.StatA
 var allocatorFamilies, allocatorValues = func() ([]Family, []valuesFunc) {
 	var fs []Family
 	var vs []valuesFunc
-	pooled := func(name, what string, get func(*gpumem.MemoryStats) *gpumem.StatArray) {
-		f, v := statFamilies(name, what, get)
+	pooled := func(base, unit, what string, get func(*gpumem.MemoryStats) *gpumem.StatArray) {
+		f, v := statFamilies(base, unit, what, get)
 		fs, vs = append(fs, f...), append(vs, v...)
 	}
 	one := func(name, typ, help string, get func(*gpumem.MemoryStats) float64) {
 		fs = append(fs, Family{Name: name, Type: typ, Help: help})
 		vs = append(vs, func(st *gpumem.MemoryStats, emit func([]Label, float64)) { emit(nil, get(st)) })
 	}
-	pooled("allocation", "Blocks handed out", func(s *gpumem.MemoryStats) *gpumem.StatArray { return &s.Allocation })
-	pooled("segment", "Device allocations held", func(s *gpumem.MemoryStats) *gpumem.StatArray { return &s.Segment })
-	pooled("active", "Blocks allocated or awaiting their streams", func(s *gpumem.MemoryStats) *gpumem.StatArray { return &s.Active })
-	pooled("inactive_split", "Free blocks split from a segment with live parts", func(s *gpumem.MemoryStats) *gpumem.StatArray { return &s.InactiveSplit })
-	pooled("allocated_bytes", "Bytes handed out (rounded)", func(s *gpumem.MemoryStats) *gpumem.StatArray { return &s.AllocatedBytes })
-	pooled("reserved_bytes", "Bytes held from the device", func(s *gpumem.MemoryStats) *gpumem.StatArray { return &s.ReservedBytes })
-	pooled("active_bytes", "Bytes in active blocks", func(s *gpumem.MemoryStats) *gpumem.StatArray { return &s.ActiveBytes })
-	pooled("inactive_split_bytes", "Bytes in inactive split blocks", func(s *gpumem.MemoryStats) *gpumem.StatArray { return &s.InactiveSplitBytes })
-	pooled("requested_bytes", "Bytes asked for (unrounded)", func(s *gpumem.MemoryStats) *gpumem.StatArray { return &s.RequestedBytes })
+	pooled("allocations", "", "Blocks handed out", func(s *gpumem.MemoryStats) *gpumem.StatArray { return &s.Allocation })
+	pooled("segments", "", "Device allocations held", func(s *gpumem.MemoryStats) *gpumem.StatArray { return &s.Segment })
+	pooled("active_blocks", "", "Blocks allocated or awaiting their streams", func(s *gpumem.MemoryStats) *gpumem.StatArray { return &s.Active })
+	pooled("inactive_split_blocks", "", "Free blocks split from a segment with live parts", func(s *gpumem.MemoryStats) *gpumem.StatArray { return &s.InactiveSplit })
+	pooled("allocated", "bytes", "Bytes handed out (rounded)", func(s *gpumem.MemoryStats) *gpumem.StatArray { return &s.AllocatedBytes })
+	pooled("reserved", "bytes", "Bytes held from the device", func(s *gpumem.MemoryStats) *gpumem.StatArray { return &s.ReservedBytes })
+	pooled("active", "bytes", "Bytes in active blocks", func(s *gpumem.MemoryStats) *gpumem.StatArray { return &s.ActiveBytes })
+	pooled("inactive_split", "bytes", "Bytes in inactive split blocks", func(s *gpumem.MemoryStats) *gpumem.StatArray { return &s.InactiveSplitBytes })
+	pooled("requested", "bytes", "Bytes asked for (unrounded)", func(s *gpumem.MemoryStats) *gpumem.StatArray { return &s.RequestedBytes })
 	one("gpumem_num_alloc_retries_total", "counter", "Allocations retried after freeing cached memory.",
 		func(s *gpumem.MemoryStats) float64 { return float64(s.NumAllocRetries) })
 	one("gpumem_num_ooms_total", "counter", "Allocations failed for lack of memory.",

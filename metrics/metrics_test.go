@@ -50,15 +50,13 @@ func scrape(t *testing.T, r *metrics.Registry) *exposition {
 	return e
 }
 
-var poolNames = [3]string{"all", "small", "large"}
-
 // expectStats checks that e holds exactly st's values for allocator name on dev.
 func expectStats(t *testing.T, e *exposition, name string, dev int, st gpumem.MemoryStats) {
 	t.Helper()
 	d := strconv.Itoa(dev)
 	arrays := map[string]gpumem.StatArray{
-		"allocation": st.Allocation, "segment": st.Segment, "active": st.Active,
-		"inactive_split": st.InactiveSplit, "allocated_bytes": st.AllocatedBytes,
+		"allocations": st.Allocation, "segments": st.Segment, "active_blocks": st.Active,
+		"inactive_split_blocks": st.InactiveSplit, "allocated_bytes": st.AllocatedBytes,
 		"reserved_bytes": st.ReservedBytes, "active_bytes": st.ActiveBytes,
 		"inactive_split_bytes": st.InactiveSplitBytes, "requested_bytes": st.RequestedBytes,
 	}
@@ -72,17 +70,30 @@ func expectStats(t *testing.T, e *exposition, name string, dev int, st gpumem.Me
 		}
 	}
 	for fam, a := range arrays {
-		for p, pool := range poolNames {
-			l := func(stat string) []string {
-				return []string{"allocator", name, "device", d, "pool", pool, "stat", stat}
-			}
-			check(key("gpumem_"+fam, l("current")...), float64(a[p].Current))
-			check(key("gpumem_"+fam, l("peak")...), float64(a[p].Peak))
-			check(key("gpumem_"+fam+"_total", l("allocated")...), float64(a[p].Allocated))
-			check(key("gpumem_"+fam+"_total", l("freed")...), float64(a[p].Freed))
+		// gpumem_<base>[_bytes]: base and unit.
+		base, unit := fam, ""
+		if b, ok := strings.CutSuffix(fam, "_bytes"); ok {
+			base, unit = b, "_bytes"
 		}
-		if e.types["gpumem_"+fam] != "gauge" || e.types["gpumem_"+fam+"_total"] != "counter" {
-			t.Errorf("%s types: %q, %q", fam, e.types["gpumem_"+fam], e.types["gpumem_"+fam+"_total"])
+		names := [4]string{"gpumem_" + base + unit, "gpumem_" + base + "_peak" + unit,
+			"gpumem_" + base + "_added" + unit + "_total", "gpumem_" + base + "_removed" + unit + "_total"}
+		for _, p := range []struct {
+			i    int
+			name string
+		}{{gpumem.StatSmall, "small"}, {gpumem.StatLarge, "large"}} {
+			l := []string{"allocator", name, "device", d, "pool", p.name}
+			check(key(names[0], l...), float64(a[p.i].Current))
+			check(key(names[2], l...), float64(a[p.i].Allocated))
+			check(key(names[3], l...), float64(a[p.i].Freed))
+		}
+		check(key(names[1], "allocator", name, "device", d), float64(a[gpumem.StatAll].Peak))
+		if got := poolSum(e, names[0], name, d); got != float64(a[gpumem.StatAll].Current) {
+			t.Errorf("%s: the pools add up to %v, the total is %d", names[0], got, a[gpumem.StatAll].Current)
+		}
+		for i, typ := range [4]string{"gauge", "gauge", "counter", "counter"} {
+			if e.types[names[i]] != typ {
+				t.Errorf("%s: type %q, want %s", names[i], e.types[names[i]], typ)
+			}
 		}
 	}
 	scalars := map[string]float64{
@@ -137,16 +148,16 @@ func TestCachingExposition(t *testing.T) {
 	}
 	e := scrape(t, &r)
 	// The exposition holds the requested bytes the test allocated ...
-	if got := e.samples[key("gpumem_requested_bytes", "allocator", "caching", "device", "0", "pool", "all", "stat", "current")]; got != float64(want) {
+	if got := poolSum(e, "gpumem_requested_bytes", "caching", "0"); got != float64(want) {
 		t.Errorf("device 0 requested current = %v, want %d", got, want)
 	}
-	if got := e.samples[key("gpumem_requested_bytes", "allocator", "caching", "device", "1", "pool", "all", "stat", "current")]; got != 12345 {
+	if got := poolSum(e, "gpumem_requested_bytes", "caching", "1"); got != 12345 {
 		t.Errorf("device 1 requested current = %v, want 12345", got)
 	}
-	if got := e.samples[key("gpumem_allocation", "allocator", "caching", "device", "0", "pool", "all", "stat", "current")]; got != 2 {
+	if got := poolSum(e, "gpumem_allocations", "caching", "0"); got != 2 {
 		t.Errorf("device 0 allocation current = %v, want 2", got)
 	}
-	if got := e.samples[key("gpumem_allocation_total", "allocator", "caching", "device", "0", "pool", "all", "stat", "freed")]; got != 1 {
+	if got := e.samples[key("gpumem_allocations_removed_total", "allocator", "caching", "device", "0", "pool", "small")]; got != 1 {
 		t.Errorf("device 0 allocation freed = %v, want 1", got)
 	}
 	// ... and every figure of Stats exactly.
@@ -186,10 +197,10 @@ func TestAsyncpoolExposition(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := scrape(t, &r)
-	if got := e.samples[key("gpumem_requested_bytes", "allocator", "asyncpool", "device", "0", "pool", "all", "stat", "current")]; got != 4<<20+1<<20+777 {
+	if got := poolSum(e, "gpumem_requested_bytes", "asyncpool", "0"); got != 4<<20+1<<20+777 {
 		t.Errorf("requested current = %v, want %d", got, 4<<20+1<<20+777)
 	}
-	if got := e.samples[key("gpumem_allocation", "allocator", "asyncpool", "device", "0", "pool", "all", "stat", "current")]; got != 3 {
+	if got := poolSum(e, "gpumem_allocations", "asyncpool", "0"); got != 3 {
 		t.Errorf("allocation current = %v, want 3", got)
 	}
 	expectStats(t, e, "asyncpool", 0, a.Stats(0))
@@ -204,7 +215,7 @@ func TestAsyncpoolExposition(t *testing.T) {
 	st := a.Stats(0)
 	e = scrape(t, &r)
 	expectStats(t, e, "asyncpool", 0, st)
-	if got := e.samples[key("gpumem_allocation", "allocator", "asyncpool", "device", "0", "pool", "all", "stat", "current")]; got != 0 {
+	if got := poolSum(e, "gpumem_allocations", "asyncpool", "0"); got != 0 {
 		t.Errorf("allocation current after frees = %v, want 0", got)
 	}
 	if err := a.Close(); err != nil {
@@ -327,7 +338,7 @@ func TestLabelEscaping(t *testing.T) {
 	if err != nil {
 		t.Fatalf("invalid exposition: %v\n%s", err, out)
 	}
-	if got := e.samples[key("gpumem_allocated_bytes", "allocator", name, "device", "3", "pool", "large", "stat", "current")]; got != 1003 {
+	if got := e.samples[key("gpumem_allocated_bytes", "allocator", name, "device", "3", "pool", "large")]; got != 1003 {
 		t.Errorf("escaped series value = %v, want 1003", got)
 	}
 	if got := e.samples[key("gpumem_num_ooms_total", "allocator", name, "device", "3")]; got != 7 {
@@ -422,7 +433,7 @@ func TestHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := e.samples[key("gpumem_reserved_bytes", "allocator", "fake", "device", "0", "pool", "small", "stat", "current")]; got != 2<<20 {
+	if got := e.samples[key("gpumem_reserved_bytes", "allocator", "fake", "device", "0", "pool", "small")]; got != 2<<20 {
 		t.Errorf("served reserved small = %v", got)
 	}
 	resp, err = http.Post(srv.URL, "text/plain", nil)
@@ -559,4 +570,14 @@ func stopped(stop <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// poolSum is the sum over the pool label of one family's samples for an
+// allocator and device: the total, since the pools do not overlap.
+func poolSum(e *exposition, family, allocator, dev string) float64 {
+	sum := 0.0
+	for _, pool := range []string{"small", "large", "other"} {
+		sum += e.samples[key(family, "allocator", allocator, "device", dev, "pool", pool)]
+	}
+	return sum
 }

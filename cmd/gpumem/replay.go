@@ -19,6 +19,7 @@ import (
 
 const replayUsage = `usage: gpumem replay [--backend cuda|hip|sim|auto] [--allocator NAME] [--conf CONF]
                      [--sim-capacity BYTES] [--sim-devices N] [--html FILE] [--json] [--profile]
+                     [--snapshot FILE]
                      [TRACE...]
 `
 
@@ -36,9 +37,13 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	htmlOut := fs.String("html", "", "write a self-contained page with the memory timeline to `FILE`")
 	asJSON := fs.Bool("json", false, "print one JSON object per trace and allocator, one a line")
 	profile := fs.Bool("profile", false, "time every backend call the allocator makes in the replay loop: print calls, total and longest time per operation to stderr (and \"profile\" in --json)")
+	snapshotOut := fs.String("snapshot", "", "write the replay's memory snapshot and history, in PyTorch's pickle layout for pytorch.org/memory_viz, to `FILE`")
 	files, code, ok := parseCommand(fs, args)
 	if !ok {
 		return code
+	}
+	if err := checkSnapshotPath(*snapshotOut); err != nil {
+		return fail(stderr, replayUsage, err)
 	}
 	if err := checkBackendName(*backend); err != nil {
 		return fail(stderr, replayUsage, err)
@@ -143,6 +148,11 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 				failed = true
 				continue
 			}
+			var rec *snapshotRecorder
+			if *snapshotOut != "" {
+				rec = newSnapshotRecorder(a)
+				a = rec
+			}
 			opts := replay.Options{Allocator: name, Conf: conf.String()}
 			if *htmlOut == "" {
 				// Only the page draws the timeline; sampling it inside
@@ -159,6 +169,15 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 			}
 			settle(b)
 			results = append(results, res)
+			if rec != nil {
+				path := snapshotFileFor(*snapshotOut, len(traces)*len(names) > 1, tr.Name, name)
+				if err := rec.write(path); err != nil {
+					fmt.Fprintf(stderr, "gpumem: --snapshot: %v\n", trimPrefix(err))
+					failed = true
+				} else {
+					fmt.Fprintf(stderr, "gpumem: wrote %s\n", path)
+				}
+			}
 			if prof != nil {
 				conf := res.Conf
 				if conf == "" {

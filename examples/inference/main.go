@@ -82,6 +82,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	requests := fs.Int("requests", 16, "number of requests")
 	concurrency := fs.Int("concurrency", 0, "requests in flight at once (0: all)")
 	batch := fs.Int("batch", 8, "sequences per request")
+	summary := fs.Bool("summary", false, "print the memory summary (torch.cuda.memory_summary's table) at the end; it is printed after any out-of-memory error anyway")
 	addr := fs.String("http", "", "serve /debug/vars and /metrics on this address, and keep serving at the end")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -178,6 +179,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "requests: %d served (%d at half batch), %d shed, %d out-of-memory errors\n",
 		c.served.Load(), c.reduced.Load(), c.shed.Load(), c.ooms.Load())
 	printStats(stdout, alloc.Stats(0))
+	if *summary || c.ooms.Load() > 0 {
+		// Not from the OOM observer: it may run with the allocator's lock
+		// held, and the summary reads the allocator's statistics.
+		fmt.Fprint(stdout, gpumem.MemorySummaryOf(alloc, 0))
+	}
 	if *addr != "" {
 		logger.Print("done; still serving metrics (interrupt to stop)")
 		select {}

@@ -17,7 +17,7 @@ func TestMain(m *testing.M) { os.Exit(simtest.Main(m)) }
 
 type result struct {
 	served, reduced, shed, ooms int
-	stderr                      string
+	stdout, stderr              string
 }
 
 // runSim runs the program on a simulator that fails the test if anything
@@ -54,7 +54,7 @@ func runSim(t *testing.T, args ...string) result {
 			t.Errorf("statistics table lacks %q:\n%s", want, stdout.String())
 		}
 	}
-	r.stderr = stderr.String()
+	r.stdout, r.stderr = stdout.String(), stderr.String()
 	if !strings.Contains(r.stderr, "running on the simulator") {
 		t.Errorf("the simulator is not announced: %q", r.stderr)
 	}
@@ -88,6 +88,21 @@ func TestOutOfMemoryRetriesSmaller(t *testing.T) {
 	r := runSim(t, "-capacity-mib", "48", "-concurrency", "1", "-requests", fmt.Sprint(n))
 	if r.served != n || r.reduced != n || r.shed != 0 || r.ooms < n {
 		t.Errorf("48 MiB device: %+v", r)
+	}
+	if !strings.Contains(r.stdout, "PyTorch CUDA memory summary, device ID 0") || !strings.Contains(r.stdout, "CUDA OOMs: "+fmt.Sprint(r.ooms)) {
+		t.Errorf("no memory summary after out-of-memory errors:\n%s", r.stdout)
+	}
+}
+
+// -summary prints the memory summary; without it and without an
+// out-of-memory error there is none.
+func TestSummaryOnDemand(t *testing.T) {
+	if r := runSim(t, "-requests", "1"); strings.Contains(r.stdout, "memory summary") {
+		t.Errorf("summary printed unasked:\n%s", r.stdout)
+	}
+	r := runSim(t, "-requests", "1", "-summary")
+	if !strings.Contains(r.stdout, "| Allocated memory      |") || !strings.Contains(r.stdout, "from small pool") {
+		t.Errorf("-summary printed no summary:\n%s", r.stdout)
 	}
 }
 

@@ -1,13 +1,36 @@
-// Package pickle decodes the data subset of Python's pickle format: the
-// dicts, lists, tuples, strings, bytes, numbers, booleans and None that
-// pickle.dump writes for plain data (protocols 2 to 5, and the text opcodes
-// of protocol 0 where they are cheap). It never imports modules, calls
-// functions or builds objects: an opcode that would (GLOBAL, REDUCE, BUILD,
-// NEWOBJ and the like) is an error naming it and its offset.
+// Package pickle reads and writes the data subset of Python's pickle format:
+// the dicts, lists, tuples, strings, bytes, numbers, booleans and None that
+// pickle.dump writes for plain data. It never imports modules, calls
+// functions or builds objects.
+//
+// # The subset
+//
+// Decode reads protocols 2 to 5, and the text opcodes of protocol 0 where
+// they are cheap: PROTO, FRAME, STOP, MARK, POP, POP_MARK, DUP, NONE,
+// NEWTRUE, NEWFALSE, BININT1, BININT2, BININT, LONG1, LONG4, INT, LONG,
+// FLOAT, BINFLOAT, UNICODE, SHORT_BINUNICODE, BINUNICODE, BINUNICODE8,
+// SHORT_BINBYTES, BINBYTES, BINBYTES8, EMPTY_LIST, EMPTY_DICT, EMPTY_TUPLE,
+// LIST, TUPLE, DICT, TUPLE1, TUPLE2, TUPLE3, APPEND, APPENDS, SETITEM,
+// SETITEMS, MEMOIZE, PUT, BINPUT, LONG_BINPUT, GET, BINGET, LONG_BINGET. An
+// opcode that would run code (GLOBAL, REDUCE, BUILD, NEWOBJ and the like) is
+// an error naming it and its offset.
+//
+// Encode writes protocol 4 with a subset of those opcodes (PROTO, STOP,
+// MARK, NONE, NEWTRUE, NEWFALSE, BININT1, BININT2, BININT, LONG1, LONG4,
+// BINFLOAT, SHORT_BINUNICODE, BINUNICODE, SHORT_BINBYTES, BINBYTES,
+// EMPTY_LIST, EMPTY_DICT, EMPTY_TUPLE, TUPLE1, TUPLE2, TUPLE3, TUPLE,
+// APPENDS, SETITEMS), without frames or a memo, so that what it writes
+// Decode reads back, and so does Python's pickle.load. Both sides keep the
+// same limits (MaxDepth, MaxLen, MaxItems): Encode refuses a value that
+// Decode would refuse.
+//
+// # Values
 //
 // Values decode to Go values: None to nil, bool, int64 (or *big.Int for
 // integers beyond 64 bits), float64, string (str), []byte (bytes), []any
-// (list), Tuple (tuple) and *Dict (dict, keys in insertion order).
+// (list), Tuple (tuple) and *Dict (dict, keys in insertion order). Encode
+// takes those, and also the other integer types, float32, []string, []int64,
+// map[string]any (keys sorted) and *Dict built with Set.
 package pickle
 
 import (
@@ -31,94 +54,6 @@ const (
 
 // ErrMalformed is matched by every decoding error.
 var ErrMalformed = errors.New("pickle: malformed or unsupported input")
-
-// Tuple is a Python tuple.
-type Tuple []any
-
-// Dict is a Python dict: its keys in insertion order and their values.
-type Dict struct {
-	Keys   []any
-	Values []any
-	index  map[any]int // scalar keys (strings, numbers, bools, nil) of large dicts
-}
-
-// smallDict is the size up to which a dict finds keys by scanning, without
-// an index: most dicts of a snapshot have a few keys.
-const smallDict = 16
-
-func scalar(k any) bool {
-	switch k.(type) {
-	case nil, bool, int64, float64, string:
-		return true
-	}
-	return false
-}
-
-// find returns the position of scalar key k, or -1.
-func (d *Dict) find(k any) int {
-	if d.index != nil {
-		if i, ok := d.index[k]; ok {
-			return i
-		}
-		return -1
-	}
-	for i, key := range d.Keys {
-		if scalar(key) && key == k {
-			return i
-		}
-	}
-	return -1
-}
-
-// Get returns the value of key k (a string, int64, float64, bool or nil)
-// and whether it is present.
-func (d *Dict) Get(k any) (any, bool) {
-	if d == nil || !scalar(k) {
-		return nil, false
-	}
-	if i := d.find(k); i >= 0 {
-		return d.Values[i], true
-	}
-	return nil, false
-}
-
-// Len is the number of entries.
-func (d *Dict) Len() int {
-	if d == nil {
-		return 0
-	}
-	return len(d.Keys)
-}
-
-func (d *Dict) set(k, v any) error {
-	switch k.(type) {
-	case nil, bool, int64, float64, string:
-		if i := d.find(k); i >= 0 {
-			d.Values[i] = v
-			return nil
-		}
-		if d.index != nil {
-			d.index[k] = len(d.Keys)
-		} else if len(d.Keys) == smallDict {
-			d.index = make(map[any]int, 2*smallDict)
-			for i, key := range d.Keys {
-				if scalar(key) {
-					if _, dup := d.index[key]; !dup {
-						d.index[key] = i
-					}
-				}
-			}
-			d.index[k] = len(d.Keys)
-		}
-	case Tuple, *big.Int, []byte:
-		// Kept in order; not indexed (Get looks up scalar keys only).
-	default:
-		return fmt.Errorf("unhashable dict key of type %T", k)
-	}
-	d.Keys = append(d.Keys, k)
-	d.Values = append(d.Values, v)
-	return nil
-}
 
 // Error is a decoding error at a byte offset of the input.
 type Error struct {

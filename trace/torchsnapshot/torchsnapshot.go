@@ -1,7 +1,10 @@
 // Package torchsnapshot reads the memory snapshots that PyTorch writes with
 // torch.cuda.memory._dump_snapshot and turns a device's recorded history
 // into a gpumem trace, so that a PyTorch program's own allocation sequence
-// can be replayed through every gpumem allocator.
+// can be replayed through every gpumem allocator. The other way, Write,
+// WriteFile and WriteAllocator write a gpumem allocator's snapshot and
+// history in the same layout, for PyTorch's viewer (pytorch.org/memory_viz)
+// to draw.
 //
 // Record a snapshot in the PyTorch program:
 //
