@@ -81,14 +81,15 @@ type pendingFree struct {
 // freeMu, then mu; evMu and relMu are leaves. A function whose name ends in
 // Locked needs a lock held, and its comment says which.
 type device struct {
-	a     *Allocator
-	b     gpumem.Backend
-	id    int
-	pool  gpumem.MemPool
-	own   bool      // pool created by the allocator
-	orig  [4]uint64 // the default pool's attributes before New, restored by Close
-	total uint64
-	limit uint64 // memory-fraction cap on allocated bytes, 0 if none
+	a      *Allocator
+	b      gpumem.Backend
+	id     int
+	pool   gpumem.MemPool
+	own    bool      // pool created by the allocator
+	orig   [4]uint64 // the default pool's attributes before New, restored by Close
+	total  uint64
+	limit  uint64 // memory-fraction cap on allocated bytes (when capped)
+	capped bool   // a memory fraction applies: limit caps, even at 0 bytes
 
 	// life is read-locked by every operation and write-locked by Close.
 	life   sync.RWMutex
@@ -147,7 +148,8 @@ func newDevice(a *Allocator, dev int) (*device, error) {
 	}
 	d.total = total
 	if f := a.opts.MemoryFraction; f > 0 {
-		d.limit = uint64(f * float64(total))
+		// A cap that rounds to 0 bytes refuses every allocation.
+		d.limit, d.capped = uint64(f*float64(total)), true
 	}
 	if a.opts.OwnPool {
 		d.pool, err = b.MemPoolCreate(gpumem.PoolProps{Device: dev})
@@ -358,7 +360,7 @@ func (d *device) quiet(size uint64) bool { return d.idle() && !d.overThrottle(si
 // the memory-fraction cap it adds nothing and reports false.
 func (d *device) charge(size uint64) bool {
 	n := d.allocated.Add(int64(size))
-	if d.limit > 0 && uint64(n) > d.limit {
+	if d.capped && uint64(n) > d.limit {
 		d.allocated.Add(-int64(size))
 		return false
 	}

@@ -102,7 +102,7 @@ func (d *device) hint(e *gpumem.OutOfMemoryError) *gpumem.OutOfMemoryError {
 	pending := d.pending.Load()
 	cause := e.Err
 	switch {
-	case cause == nil && d.limit > 0:
+	case cause == nil && d.capped:
 		e.Hint = fmt.Sprintf("The per_process_memory_fraction cap of %s is reached: raise per_process_memory_fraction in GPUMEM_ALLOC_CONF, or free memory.",
 			gpumem.FormatBytes(d.limit))
 	case pending > 0:

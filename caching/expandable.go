@@ -159,7 +159,7 @@ func (d *device) mapRangeLocked(b *block) error {
 		return nil
 	}
 	reserved := uint64(d.stats.ReservedBytes[gpumem.StatAll].Current)
-	if d.limit > 0 && reserved+need > d.limit {
+	if d.capped && reserved+need > d.limit {
 		d.unmapForGrowthLocked(reserved + need - d.limit)
 		reserved = uint64(d.stats.ReservedBytes[gpumem.StatAll].Current)
 		if reserved+need > d.limit {

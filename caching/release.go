@@ -20,7 +20,7 @@ import (
 // released so that the growth stays within growthBound. d.mu must be held.
 func (d *device) makeRoomLocked(n uint64) error {
 	reserved := uint64(d.stats.ReservedBytes[gpumem.StatAll].Current)
-	if d.limit > 0 && reserved+n > d.limit {
+	if d.capped && reserved+n > d.limit {
 		return fmt.Errorf("caching: %s more would exceed the memory fraction's cap of %s: %w",
 			gpumem.FormatBytes(n), gpumem.FormatBytes(d.limit), gpumem.ErrOutOfMemory)
 	}
@@ -226,7 +226,7 @@ func (d *device) releaseCachedLocked(private bool) {
 // d.mu must be held.
 func (d *device) garbageCollectLocked() {
 	allowed := d.total
-	if d.limit > 0 {
+	if d.capped {
 		allowed = d.limit
 	}
 	threshold := uint64(d.a.opts.GarbageCollectionThreshold * float64(allowed))

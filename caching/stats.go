@@ -166,7 +166,7 @@ func (d *device) oomErrorLocked(size uint64, cause error) *gpumem.OutOfMemoryErr
 		Allocated: allocated, Reserved: reserved, Largest: d.largestFreeLocked(), Limit: d.limit, Err: cause,
 	}
 	switch {
-	case d.limit > 0 && reserved+segmentSize(size) > d.limit:
+	case d.capped && reserved+segmentSize(size) > d.limit:
 		e.Hint = "The memory fraction's cap is reached: raise per_process_memory_fraction in GPUMEM_ALLOC_CONF or free memory"
 	case reserved > allocated && reserved-allocated >= reserved/5 && !d.expOn:
 		e.Hint = "If reserved but unallocated memory is large try GPUMEM_ALLOC_CONF=expandable_segments:True (or max_split_size_mb) to avoid fragmentation"

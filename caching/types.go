@@ -119,11 +119,12 @@ type capture struct {
 
 // device is the per-device state, guarded by mu.
 type device struct {
-	mu    sync.Mutex
-	a     *Allocator
-	id    int
-	total uint64 // device capacity
-	limit uint64 // memory fraction cap; 0 none
+	mu     sync.Mutex
+	a      *Allocator
+	id     int
+	total  uint64 // device capacity
+	limit  uint64 // memory fraction cap (when capped)
+	capped bool   // a memory fraction applies: limit caps, even at 0 bytes
 
 	small, large *pool
 	private      map[PoolID]*privatePool
@@ -212,7 +213,9 @@ func New(b gpumem.Backend, opts Options) (*Allocator, error) {
 			streamEvents: map[uintptr]gpumem.Event{},
 		}
 		if opts.PerProcessMemoryFraction > 0 {
-			d.limit = uint64(opts.PerProcessMemoryFraction * float64(total))
+			// A fraction whose cap rounds to 0 bytes is a cap of 0:
+			// every allocation is out of memory (not no cap at all).
+			d.limit, d.capped = uint64(opts.PerProcessMemoryFraction*float64(total)), true
 		}
 		d.gc = opts.GarbageCollectionThreshold > 0
 		d.maxSplit = opts.MaxSplitSize

@@ -775,7 +775,6 @@ func TestBadInput(t *testing.T) {
 		"Free":    c.Free(),
 		"Spill":   func() error { _, err := m.Spill(1); return err }(),
 		"Move":    c.MoveTo(deferrable.TierHost),
-		"Close":   m.Close(),
 	} {
 		if !errors.Is(err, gpumem.ErrClosed) {
 			t.Errorf("%s after Close: %v", name, err)

@@ -24,7 +24,16 @@ func (m *Manager) LockAndLaunch(fn func(ptrs []gpumem.Ptr) error, bufs ...*Buffe
 	if err != nil {
 		return err
 	}
+	// The buffers are released on every way out of fn: a panic in fn
+	// releases them and then goes on panicking.
+	done := false
+	defer func() {
+		if !done {
+			m.undo(s, false, bufs)
+		}
+	}()
 	ferr := fn(ptrs)
+	done = true
 	var errs []error
 	for _, b := range bufs {
 		if err := b.Release(); err != nil {
@@ -48,7 +57,17 @@ func (m *Manager) LockAndLaunchAsync(s gpumem.Stream, fn func(s gpumem.Stream, p
 	if err != nil {
 		return err
 	}
-	return fn(s, ptrs)
+	// A panic in fn releases the holds on s (as ReleaseStream would for
+	// them) and then goes on panicking.
+	done := false
+	defer func() {
+		if !done {
+			m.undo(s, true, bufs)
+		}
+	}()
+	err = fn(s, ptrs)
+	done = true
+	return err
 }
 
 func (m *Manager) acquireAll(s gpumem.Stream, async bool, bufs []*Buffer) ([]gpumem.Ptr, error) {

@@ -5,6 +5,7 @@
 package deferrable
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -52,10 +53,10 @@ func (b *Buffer) MoveTo(t Tier) error {
 	case from == TierDevice:
 		if t == TierHost {
 			if err = m.reserveHost(b.size); err == nil {
-				notify, err = m.fromDevice(b, TierHost)
+				notify, err = m.fromDevice(b, TierHost, false)
 			}
 		} else {
-			notify, err = m.fromDevice(b, TierDisk)
+			notify, err = m.fromDevice(b, TierDisk, false)
 		}
 	case t == TierDisk:
 		notify, err = m.hostToDisk(b)
@@ -88,8 +89,10 @@ func (m *Manager) doneMoving(b *Buffer) {
 
 // fromDevice copies device-resident b (marked moving) to tier to (host room
 // already reserved): to the host, one DMA into a block of the pinned arena; to
-// disk, through the staging ring. Then it gives the device memory back.
-func (m *Manager) fromDevice(b *Buffer, to Tier) (func(), error) {
+// disk, through the staging ring. Then it gives the device memory back. With
+// fallback, a failure for lack of memory is counted as a fallback, not a
+// failure: the caller then spills to disk.
+func (m *Manager) fromDevice(b *Buffer, to Tier, fallback bool) (func(), error) {
 	m.mu.Lock()
 	src, size, waits := b.dptr, b.size, fenceList(b)
 	m.mu.Unlock()
@@ -102,7 +105,11 @@ func (m *Manager) fromDevice(b *Buffer, to Tier) (func(), error) {
 		if to == TierHost {
 			m.hostRsv -= size
 		}
-		stat.Failures++
+		if fallback && errors.Is(err, gpumem.ErrOutOfMemory) {
+			stat.Fallbacks++
+		} else {
+			stat.Failures++
+		}
 		m.mu.Unlock()
 		return nop, fmt.Errorf("deferrable: spill buffer %d (%s) to %v: %w", b.id, gpumem.FormatBytes(size), to, err)
 	}

@@ -146,10 +146,10 @@ func (m *Manager) chooseLocked(tier Tier, need uint64) []*Buffer {
 func (m *Manager) spillOne(b *Buffer) (func(), error) {
 	err := m.reserveHost(b.size)
 	if err == nil {
-		notify, err := m.fromDevice(b, TierHost)
+		notify, err := m.fromDevice(b, TierHost, m.disk != nil)
 		if err != nil && m.disk != nil && errors.Is(err, gpumem.ErrOutOfMemory) {
 			// The arena could not place it (its limit, fragmentation).
-			return m.fromDevice(b, TierDisk)
+			return m.fromDevice(b, TierDisk, false)
 		}
 		return notify, err
 	}
@@ -162,10 +162,10 @@ func (m *Manager) spillOne(b *Buffer) (func(), error) {
 	if b.size <= m.hostLm {
 		m.demoteHost(b.size)
 		if m.reserveHost(b.size) == nil {
-			return m.fromDevice(b, TierHost)
+			return m.fromDevice(b, TierHost, false)
 		}
 	}
-	return m.fromDevice(b, TierDisk)
+	return m.fromDevice(b, TierDisk, false)
 }
 
 // reserveHost reserves room in the host tier or fails with ErrOutOfMemory.

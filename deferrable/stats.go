@@ -23,6 +23,9 @@ type Transfer struct {
 	Bytes    uint64        `json:"bytes"`    // bytes moved by completed moves
 	Duration time.Duration `json:"duration"` // host time of the completed moves' copies, through completion
 	Failures int64         `json:"failures"` // moves that failed and left the buffer where it was
+	// Fallbacks counts spills to the host that the pinned arena could not
+	// place and that went to disk instead (counted there): not failures.
+	Fallbacks int64 `json:"fallbacks"`
 }
 
 // BytesPerSecond is Bytes over Duration (0 when nothing was timed).
@@ -38,6 +41,7 @@ func (t *Transfer) add(o Transfer) {
 	t.Bytes += o.Bytes
 	t.Duration += o.Duration
 	t.Failures += o.Failures
+	t.Fallbacks += o.Fallbacks
 }
 
 // Stats is a snapshot of a manager's state and counters.

@@ -42,7 +42,8 @@ type Allocator struct {
 
 	migrates []bool   // per device: pages migrate (concurrent managed access)
 	totals   []uint64 // per device: total memory
-	limit    uint64   // the guard's cap on managed bytes; 0: none
+	limit    uint64   // the guard's cap on managed bytes (when capped)
+	capped   bool     // the guard applies (no AllowOversubscription), even at 0 bytes
 	reserved atomic.Uint64
 	resident []atomic.Int64 // bytes of live buffers believed resident: [0] host, [1+d] device d
 
@@ -127,7 +128,8 @@ func New(b gpumem.Backend, opts Options) (*Allocator, error) {
 		}
 	}
 	if !opts.AllowOversubscription {
-		a.limit = uint64(opts.MaxDeviceFraction * float64(smallest))
+		// A guard that rounds to 0 bytes refuses every allocation.
+		a.limit, a.capped = uint64(opts.MaxDeviceFraction*float64(smallest)), true
 	}
 	a.devUp, a.hostUp = newUpstream(a, false, n), newUpstream(a, true, n)
 	co := opts.Caching
@@ -172,7 +174,7 @@ func (a *Allocator) CanMigrate(dev int) bool { return dev >= 0 && dev < a.ndev &
 func (a *Allocator) reserve(dev int, size uint64) error {
 	for {
 		cur := a.reserved.Load()
-		if a.limit > 0 && (cur+size > a.limit || cur+size < cur) {
+		if a.capped && (cur+size > a.limit || cur+size < cur) {
 			return a.guardError(dev, size, cur)
 		}
 		if a.reserved.CompareAndSwap(cur, cur+size) {

@@ -48,8 +48,8 @@ type Stats struct {
 	Pairs         int    // allocations (each a potential allocate/free pair)
 	Frees         int    // frees
 	LiveAtEnd     int    // allocations never freed
-	PeakRequested uint64 // the largest sum of live requested bytes
-	TotalBytes    uint64 // the sum of every allocation's size
+	PeakRequested uint64 // the largest sum of live requested bytes (saturates at math.MaxUint64)
+	TotalBytes    uint64 // the sum of every allocation's size (saturates at math.MaxUint64)
 	MaxSize       uint64 // the largest single allocation
 	Streams       []int  // the distinct streams used, ascending
 }
@@ -246,7 +246,9 @@ func parseUint(b []byte) (uint64, bool) {
 }
 
 // Stats computes the trace's summary. Events that a checked trace could not
-// hold (a free of an unknown ID) are ignored.
+// hold (a free of an unknown ID) are ignored. Sums that would pass
+// math.MaxUint64 (sizes near 2^63 and above) saturate there instead of
+// wrapping round to small numbers.
 func (t *Trace) Stats() Stats {
 	var st Stats
 	live := make(map[uint64]uint64, 1024)
@@ -256,15 +258,15 @@ func (t *Trace) Stats() Stats {
 		streams[e.Stream] = true
 		if e.Alloc {
 			st.Pairs++
-			st.TotalBytes += e.Size
+			st.TotalBytes = satAdd(st.TotalBytes, e.Size)
 			if e.Size > st.MaxSize {
 				st.MaxSize = e.Size
 			}
 			if old, ok := live[e.ID]; ok {
-				cur -= old
+				cur = satSub(cur, old)
 			}
 			live[e.ID] = e.Size
-			cur += e.Size
+			cur = satAdd(cur, e.Size)
 			if cur > st.PeakRequested {
 				st.PeakRequested = cur
 			}
@@ -272,7 +274,7 @@ func (t *Trace) Stats() Stats {
 		}
 		st.Frees++
 		if sz, ok := live[e.ID]; ok {
-			cur -= sz
+			cur = satSub(cur, sz)
 			delete(live, e.ID)
 		}
 	}
@@ -282,6 +284,22 @@ func (t *Trace) Stats() Stats {
 	}
 	sort.Ints(st.Streams)
 	return st
+}
+
+// satAdd is a+b, or math.MaxUint64 when that overflows.
+func satAdd(a, b uint64) uint64 {
+	if a > math.MaxUint64-b {
+		return math.MaxUint64
+	}
+	return a + b
+}
+
+// satSub is a-b, or 0 when b is larger (after a saturated sum).
+func satSub(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
 }
 
 // Validate checks a trace built in memory by the rules Read applies.

@@ -87,3 +87,16 @@ func libraryEnvs() []string {
 	}
 	return envs
 }
+
+// checkBackend checks the backend a command asked for: the flag's value, else
+// GPUMEM_BACKEND's (a bad value in either is a usage error naming it).
+func checkBackend(flagValue string) error {
+	if flagValue != "" {
+		return checkBackendName(flagValue)
+	}
+	name := backendName("")
+	if err := checkBackendName(name); err != nil {
+		return usagef("GPUMEM_BACKEND: %v", err)
+	}
+	return nil
+}

@@ -23,7 +23,7 @@ var defaultTargets = map[string]string{"cuda": "sm_80", "hip": "gfx90a"}
 var rtcLoader rtc.Loader = rtc.DL
 
 func cmdCompile(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("compile", compileUsage, stderr)
+	fs := newFlagSet("compile", compileUsage, stdout, stderr)
 	backend := fs.String("backend", "", "cuda (NVRTC, PTX) or hip (hipRTC, code object); default: from --arch, else the GPU backend that opens, else the first compiler found")
 	library := fs.String("library", "", "compiler library file (default: GPUMEM_NVRTC_LIBRARY / GPUMEM_HIPRTC_LIBRARY, else the usual names)")
 	arch := fs.String("arch", "", "target: sm_XX, compute_XX or gfxNNN (default: device 0's, else sm_80 / gfx90a)")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"fmt"
 	"io"
@@ -12,13 +13,13 @@ import (
 	"github.com/gpumem/gpumem/trace/torchsnapshot"
 )
 
-const convertUsage = `usage: gpumem convert [--device N] [-o OUT] SNAPSHOT
+const convertUsage = `usage: gpumem convert [--device N] [-o OUT] SNAPSHOT|-
   converts a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot, plain or
-  gzip) into a gpumem trace: OUT, gzip-compressed when it ends in .gz (default: stdout)
+  gzip; - reads it from stdin) into a gpumem trace: OUT, gzip-compressed when it ends in .gz (default: stdout)
 `
 
 func cmdConvert(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("convert", convertUsage, stderr)
+	fs := newFlagSet("convert", convertUsage, stdout, stderr)
 	device := fs.Int("device", -1, "the snapshot's device to convert (default: 0, or the only device with a history)")
 	out := fs.String("o", "", "write the trace to `OUT` (.gz: gzip-compressed; default or -: stdout)")
 	files, code, ok := parseCommand(fs, args)
@@ -47,15 +48,39 @@ func cmdConvert(args []string, stdout, stderr io.Writer) int {
 // convertSnapshot reads a snapshot file and converts one device's history,
 // printing the conversion's report on stderr. dev -1 picks device 0, or the
 // only device whose history holds anything when device 0's is empty.
+// A path of "-" reads the snapshot from standard input (named "stdin").
 func convertSnapshot(path string, dev int, stderr io.Writer) (*trace.Trace, error) {
-	s, err := torchsnapshot.ReadFile(path)
+	var (
+		s    *torchsnapshot.Snapshot
+		err  error
+		name string
+	)
+	if path == "-" {
+		data, rerr := readStdin()
+		if rerr != nil {
+			return nil, rerr
+		}
+		s, err = torchsnapshot.Read(bytes.NewReader(data))
+		path, name = "stdin", "stdin"
+		if err != nil {
+			err = fmt.Errorf("stdin: %w", err)
+		}
+	} else {
+		s, err = torchsnapshot.ReadFile(path)
+		name = torchsnapshot.NameOf(path)
+	}
 	if err != nil {
 		return nil, err
 	}
+	return snapshotTrace(s, path, name, dev, stderr)
+}
+
+// snapshotTrace converts one device of a decoded snapshot (dev -1: pick).
+func snapshotTrace(s *torchsnapshot.Snapshot, path, name string, dev int, stderr io.Writer) (*trace.Trace, error) {
 	if dev < 0 {
 		dev = pickDevice(s)
 	}
-	tr, rep, err := s.Trace(dev, torchsnapshot.Options{Name: torchsnapshot.NameOf(path)})
+	tr, rep, err := s.Trace(dev, torchsnapshot.Options{Name: name})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -135,8 +160,28 @@ func isSnapshotFile(path string) bool {
 }
 
 // readTraceOrSnapshot reads a trace file, or converts a PyTorch snapshot
-// file (its device 0, or its only device with a history).
+// file (its device 0, or its only device with a history). A path of "-"
+// reads either from standard input.
 func readTraceOrSnapshot(path string, stderr io.Writer) (*trace.Trace, error) {
+	if path == "-" {
+		data, err := readStdin()
+		if err != nil {
+			return nil, err
+		}
+		if isSnapshotData(data) {
+			s, err := torchsnapshot.Read(bytes.NewReader(data))
+			if err != nil {
+				return nil, fmt.Errorf("stdin: %w", err)
+			}
+			return snapshotTrace(s, "stdin", "stdin", -1, stderr)
+		}
+		tr, err := trace.Read(bytes.NewReader(data))
+		if err != nil {
+			return nil, fmt.Errorf("stdin: %w", err)
+		}
+		tr.Name = "stdin"
+		return tr, nil
+	}
 	if isSnapshotFile(path) {
 		return convertSnapshot(path, -1, stderr)
 	}

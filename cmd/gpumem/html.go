@@ -82,7 +82,7 @@ Overhead: peak reserved / floor. ns/pair: host time per allocation and free.</p>
 {{end}}</table>
 {{range .Charts}}
 <h2 id="{{.ID}}">{{.Title}}</h2>
-<div class="legend"><span><i class="sw" style="background:` + colReserved + `"></i>reserved from the device</span><span><i class="sw" style="background:` + colAlloc + `"></i>allocated (handed out, rounded)</span><span><i class="sw" style="background:` + colRequested + `"></i>requested by the trace (live)</span></div>
+<div class="legend"><span><i class="sw" style="background:` + colReserved + `"></i>reserved from the device</span><span><i class="sw" style="background:` + colAlloc + `"></i>allocated (handed out, rounded)</span><span><i class="sw" style="background:repeating-linear-gradient(90deg,` + colRequested + ` 0 6px,transparent 6px 10px)"></i>requested by the trace (live; dashed)</span></div>
 <div class="chart">{{.SVG}}<p class="readout">Hover over the chart to read the values at an event.</p>
 <script type="application/json" class="points">{{.Points}}</script></div>
 <p class="note">Peak reserved {{gib .Result.PeakReserved}}, floor {{gib .Result.PeakRequested}}, overhead {{f3 .Result.Overhead}}, {{.Result.DeviceAllocs}} device allocations, {{.Result.DeviceFrees}} device frees, {{.Result.OOMs}} OOMs, {{.Result.AllocRetries}} retries, {{f0 .Result.NsPerPair}} ns/pair{{if .Result.Device}}, device {{.Result.Device}}{{end}}.
@@ -247,7 +247,9 @@ func chartSVG(r replay.Result) string {
 	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">event index (allocations and frees in trace order)</text>`, padL+plotW/2, chartH-8)
 	fmt.Fprintf(&b, `<text transform="translate(18 %d) rotate(-90)" text-anchor="middle">memory (%s)</text>`, padT+plotH/2, unit)
 
-	line := func(name string, get func(replay.Point) uint64, color string, width float64, fill bool) {
+	// dash, when not "", dashes the curve so that it stays visible where it
+	// lies on another.
+	line := func(name string, get func(replay.Point) uint64, color string, width float64, dash string, fill bool) {
 		if len(pts) == 0 {
 			return
 		}
@@ -263,11 +265,17 @@ func chartSVG(r replay.Result) string {
 			fmt.Fprintf(&b, `<path d="%sL%.1f %.1fL%.1f %.1fZ" fill="%s" fill-opacity="0.12" stroke="none"/>`,
 				d.String(), px(float64(pts[len(pts)-1].Event)), py(0), px(float64(pts[0].Event)), py(0), color)
 		}
-		fmt.Fprintf(&b, `<path class="curve" d="%s" fill="none" stroke="%s" stroke-width="%.1f" stroke-linejoin="round"><title>%s</title></path>`, d.String(), color, width, name)
+		dashAttr := ""
+		if dash != "" {
+			dashAttr = fmt.Sprintf(` stroke-dasharray="%s"`, dash)
+		}
+		fmt.Fprintf(&b, `<path class="curve %s" d="%s" fill="none" stroke="%s" stroke-width="%.1f"%s stroke-linejoin="round"><title>%s</title></path>`, name, d.String(), color, width, dashAttr, name)
 	}
-	line("reserved", func(p replay.Point) uint64 { return p.Reserved }, colReserved, 2, true)
-	line("allocated", func(p replay.Point) uint64 { return p.Allocated }, colAlloc, 3.5, false) // wide: it often lies under "requested"
-	line("requested", func(p replay.Point) uint64 { return p.Requested }, colRequested, 1.2, false)
+	line("reserved", func(p replay.Point) uint64 { return p.Reserved }, colReserved, 2, "", true)
+	// Allocated often lies exactly under requested: it is drawn wide and
+	// solid, requested narrow and dashed on top, so both show.
+	line("allocated", func(p replay.Point) uint64 { return p.Allocated }, colAlloc, 3.5, "", false)
+	line("requested", func(p replay.Point) uint64 { return p.Requested }, colRequested, 1.6, "6 4", false)
 
 	// Mark the peak reserved and the floor.
 	yPeak := py(float64(r.PeakReserved) / unitF)

@@ -10,7 +10,7 @@ import (
 	"github.com/gpumem/gpumem"
 )
 
-var infoUsage = "usage: gpumem info [--backend " + strings.Join(backendNames(false), "|") + "|auto] [--library PATH] [--sim-devices N] [--json]\n"
+var infoUsage = "usage: gpumem info [--backend " + strings.Join(backendNames(false), "|") + "|auto] [--library PATH] [--sim-devices N] [--sim-capacity BYTES] [--json]\n"
 
 // deviceInfo is one device in info's report.
 type deviceInfo struct {
@@ -40,10 +40,10 @@ type infoReport struct {
 }
 
 func cmdInfo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("info", infoUsage, stderr)
+	fs := newFlagSet("info", infoUsage, stdout, stderr)
 	backend := fs.String("backend", "", "backend: "+strings.Join(backendNames(false), ", ")+" or auto (default: GPUMEM_BACKEND, else auto)")
 	library := fs.String("library", "", "vendor library file to load (default: "+strings.Join(libraryEnvs(), " / ")+", else the usual names)")
-	simDevices := fs.Int("sim-devices", 1, "number of simulated devices (with --backend sim)")
+	simFlags := addSimFlags(fs, " (with --backend sim)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	pos, code, ok := parseCommand(fs, args)
 	if !ok {
@@ -52,13 +52,14 @@ func cmdInfo(args []string, stdout, stderr io.Writer) int {
 	if len(pos) > 0 {
 		return fail(stderr, infoUsage, usagef("info takes no arguments (got %q)", pos))
 	}
-	if err := checkBackendName(*backend); err != nil {
+	if err := checkBackend(*backend); err != nil {
 		return fail(stderr, infoUsage, err)
 	}
-	if *simDevices < 1 || *simDevices > 64 {
-		return fail(stderr, infoUsage, usagef("--sim-devices must be 1..64 (got %d)", *simDevices))
+	simDevices, simCap, err := simFlags.resolve()
+	if err != nil {
+		return fail(stderr, infoUsage, err)
 	}
-	rep, err := gatherInfo(*backend, *library, *simDevices)
+	rep, err := gatherInfo(*backend, *library, simDevices, simCap)
 	if err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) {
@@ -87,12 +88,12 @@ func trimPrefix(err error) string {
 	return s
 }
 
-func gatherInfo(backend, library string, simDevices int) (infoReport, error) {
+func gatherInfo(backend, library string, simDevices int, simCap uint64) (infoReport, error) {
 	rep := infoReport{Backend: backend, Library: library, Devices: []deviceInfo{}, PeerAccess: [][]bool{}}
 	if rep.Backend == "" {
 		rep.Backend = "auto"
 	}
-	b, err := openBackend(backend, library, simDevices, defaultSimCapacity)
+	b, err := openBackend(backend, library, simDevices, simCap)
 	if err != nil {
 		return rep, err
 	}

@@ -4,9 +4,11 @@
 //	gpumem info    [--backend B] [--library PATH] [--sim-devices N] [--json]
 //	gpumem symbols [--table driver|nvrtc|hiprtc] [--backend cuda|hip] [--library PATH] [--json]
 //	gpumem replay  [--backend B] [--allocator caching|asyncpool|managed] [--conf CONF]
-//	               [--sim-capacity BYTES] [--sim-devices N] [--html FILE] [--json] [TRACE|SNAPSHOT...]
-//	gpumem convert [--device N] [-o OUT] SNAPSHOT
+//	               [--sim-capacity BYTES] [--sim-devices N] [--html FILE] [--json]
+//	               [--profile] [--verbose] [TRACE|SNAPSHOT|-...]
+//	gpumem convert [--device N] [-o OUT] SNAPSHOT|-
 //	gpumem compile [--backend cuda|hip] [--library PATH] [--arch TARGET] [-o OUT] FILE
+//	gpumem version [--json]
 //
 // info describes the devices a backend sees; symbols resolves a vendor
 // library's symbol table without initialising it; replay runs traces
@@ -52,13 +54,16 @@ commands:
   replay    replay allocation traces through the allocators
   convert   convert a PyTorch memory snapshot into a trace
   compile   compile a kernel source to PTX (NVRTC) or a code object (hipRTC)
+  version   print the build's version (module, VCS revision, Go version)
 
   gpumem info    [--backend B] [--library PATH] [--sim-devices N] [--json]
   gpumem symbols [--table driver|nvrtc|hiprtc] [--backend cuda|hip] [--library PATH] [--json]
   gpumem replay  [--backend B] [--allocator A] [--conf CONF] [--sim-capacity BYTES]
-                 [--sim-devices N] [--html FILE] [--json] [TRACE...]
-  gpumem convert [--device N] [-o OUT] SNAPSHOT
+                 [--sim-devices N] [--html FILE] [--json] [--profile] [--verbose]
+                 [TRACE|SNAPSHOT|-...]
+  gpumem convert [--device N] [-o OUT] SNAPSHOT|-
   gpumem compile [--backend cuda|hip] [--library PATH] [--arch TARGET] [-o OUT] FILE
+  gpumem version [--json]
 
 Run 'gpumem <command> --help' for a command's flags.
 `
@@ -91,11 +96,13 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		return cmdConvert(rest, stdout, stderr)
 	case "compile":
 		return cmdCompile(rest, stdout, stderr)
+	case "version", "--version":
+		return cmdVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "gpumem: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "gpumem: unknown command %q (see 'gpumem --help')\n", cmd)
 		return exitUsage
 	}
 }
@@ -120,12 +127,16 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
-// fail prints err and returns its exit status; usage errors also print the
-// command's usage line.
+// fail prints err in one line and returns its exit status; a usage error
+// also names the command's --help (cmdUsage is its usage line).
 func fail(stderr io.Writer, cmdUsage string, err error) int {
 	var ue *usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "gpumem: %v\n%s", err, cmdUsage)
+		cmd := "gpumem"
+		if f := strings.Fields(cmdUsage); len(f) >= 3 && f[0] == "usage:" && f[1] == "gpumem" {
+			cmd = "gpumem " + f[2]
+		}
+		fmt.Fprintf(stderr, "%s: %v (see '%s --help')\n", cmd, err, cmd)
 		return exitUsage
 	}
 	msg := err.Error()

@@ -51,7 +51,7 @@ func TestUsage(t *testing.T) {
 		{"replay", "--sim-capacity", "lots"}, {"replay", "--sim-capacity", "0"}, {"replay", "--sim-devices", "-1"},
 		{"replay", "--json=maybe"},
 	} {
-		if code, _, e := runCmd(t, args...); code != exitUsage || !strings.Contains(e, "usage: gpumem") {
+		if code, _, e := runCmd(t, args...); code != exitUsage || !strings.Contains(e, "--help')") || strings.Count(e, "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, e)
 		}
 	}
@@ -197,7 +197,7 @@ func TestParseBytes(t *testing.T) {
 }
 
 func TestParseInterspersed(t *testing.T) {
-	fs := newFlagSet("x", "", &bytes.Buffer{})
+	fs := newFlagSet("x", "", &bytes.Buffer{}, &bytes.Buffer{})
 	j := fs.Bool("json", false, "")
 	c := fs.String("conf", "", "")
 	pos, err := parseInterspersed(fs, []string{"a", "--json", "b", "--conf", "k:v", "c", "--", "--d"})

@@ -3,10 +3,8 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -19,21 +17,16 @@ import (
 
 const replayUsage = `usage: gpumem replay [--backend cuda|hip|sim|auto] [--allocator NAME] [--conf CONF]
                      [--sim-capacity BYTES] [--sim-devices N] [--html FILE] [--json] [--profile]
-                     [--snapshot FILE]
-                     [TRACE...]
+                     [--snapshot FILE] [--verbose] [TRACE|SNAPSHOT|-...]
 `
 
-// bundledTracePath is the bundled trace, relative to the repository root.
-var bundledTracePath = filepath.Join("testdata", "pytorch-gpt.trace.gz")
-
 func cmdReplay(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("replay", replayUsage, stderr)
+	fs := newFlagSet("replay", replayUsage, stdout, stderr)
 	backend := fs.String("backend", "", "backend: cuda, hip, sim or auto: a GPU if one opens, else the simulator (default: GPUMEM_BACKEND, else auto)")
 	allocator := fs.String("allocator", "", "allocator to replay through (default: the conf's backend key, else every one linked in)")
 	confFlag := fs.String("conf", "", "allocator configuration in GPUMEM_ALLOC_CONF syntax (default: $GPUMEM_ALLOC_CONF)")
-	simCap := bytesFlag{n: defaultSimCapacity}
-	fs.Var(&simCap, "sim-capacity", "memory of each simulated device: bytes or with a unit, e.g. 80GiB (default 140GiB)")
-	simDevices := fs.Int("sim-devices", 1, "number of simulated devices")
+	simFlags := addSimFlags(fs, "")
+	verbose := fs.Bool("verbose", false, "say in full why no GPU opened before falling back to the simulator")
 	htmlOut := fs.String("html", "", "write a self-contained page with the memory timeline to `FILE`")
 	asJSON := fs.Bool("json", false, "print one JSON object per trace and allocator, one a line")
 	profile := fs.Bool("profile", false, "time every backend call the allocator makes in the replay loop: print calls, total and longest time per operation to stderr (and \"profile\" in --json)")
@@ -45,21 +38,24 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	if err := checkSnapshotPath(*snapshotOut); err != nil {
 		return fail(stderr, replayUsage, err)
 	}
-	if err := checkBackendName(*backend); err != nil {
+	if err := checkBackend(*backend); err != nil {
 		return fail(stderr, replayUsage, err)
 	}
-	if *simDevices < 1 || *simDevices > 64 {
-		return fail(stderr, replayUsage, usagef("--sim-devices must be 1..64 (got %d)", *simDevices))
+	simDevices, simCap, err := simFlags.resolve()
+	if err != nil {
+		return fail(stderr, replayUsage, err)
 	}
-	if simCap.n == 0 {
-		return fail(stderr, replayUsage, usagef("--sim-capacity must be above 0"))
+	if isSet(fs, "html") {
+		if err := checkWritable(*htmlOut); err != nil {
+			return fail(stderr, replayUsage, usagef("--html: %v", err))
+		}
+	}
+	if stdins := slices.Index(files, "-"); stdins >= 0 && slices.Contains(files[stdins+1:], "-") {
+		return fail(stderr, replayUsage, usagef("standard input (-) can be named once"))
 	}
 
 	// The configuration: --conf, else the environment.
-	var (
-		conf config.Conf
-		err  error
-	)
+	var conf config.Conf
 	fromFlag := false
 	if isSet(fs, "conf") {
 		fromFlag = true
@@ -119,7 +115,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, replayUsage, err)
 	}
 
-	b, err := openReplayBackend(*backend, *simDevices, simCap.n, stderr)
+	b, err := openReplayBackend(*backend, simDevices, simCap, *verbose, stderr)
 	if err != nil {
 		return fail(stderr, replayUsage, err)
 	}
@@ -136,12 +132,17 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 
 	var results []replay.Result
 	failed := false
+	skipped := map[string]bool{} // said once, not once per trace
 	for _, tr := range traces {
 		for _, name := range names {
+			if skipped[name] {
+				continue
+			}
 			a, err := gpumem.NewNamedAllocator(rb, name, conf.String())
 			if err != nil {
 				if every && len(names) > 1 && (errors.Is(err, gpumem.ErrInvalidValue) || errors.Is(err, gpumem.ErrNotSupported)) {
 					fmt.Fprintf(stderr, "gpumem: skipping %s: %v\n", name, trimPrefix(err))
+					skipped[name] = true
 					continue
 				}
 				fmt.Fprintf(stderr, "gpumem: %s: %v\n", tr.Name, trimPrefix(err))
@@ -229,25 +230,15 @@ func settle(b gpumem.Backend) {
 	b.MemPoolSetAttribute(pool, gpumem.PoolUsedMemHigh, 0)
 }
 
-func isSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == name {
-			set = true
-		}
-	})
-	return set
-}
-
-// loadTraces reads the named traces (or PyTorch snapshots), or the bundled
-// trace when none is named.
+// loadTraces reads the named traces (or PyTorch snapshots; "-" is standard
+// input), or the bundled trace, embedded in the binary, when none is named.
 func loadTraces(files []string, stderr io.Writer) ([]*trace.Trace, error) {
 	if len(files) == 0 {
-		tr, err := trace.ReadFile(bundledTracePath)
+		tr, err := readBundled()
 		if err != nil {
-			return nil, fmt.Errorf("gpumem: no trace given, and the bundled trace cannot be read (%w): run from the repository's root, or name a trace or a PyTorch snapshot", err)
+			return nil, err
 		}
-		fmt.Fprintf(stderr, "gpumem: no trace given: replaying the bundled trace %s (recorded from a real PyTorch training run; see testdata/README.md)\n", bundledTracePath)
+		fmt.Fprintf(stderr, "gpumem: no trace given: replaying the bundled trace %s (recorded from a real PyTorch training run; see testdata/README.md)\n", bundledTraceName)
 		return []*trace.Trace{tr}, nil
 	}
 	var out []*trace.Trace
@@ -262,8 +253,9 @@ func loadTraces(files []string, stderr io.Writer) ([]*trace.Trace, error) {
 }
 
 // openReplayBackend opens the backend; with auto, a real GPU if one opens,
-// else the simulator, saying so on stderr.
-func openReplayBackend(name string, simDevices int, simCap uint64, stderr io.Writer) (gpumem.Backend, error) {
+// else the simulator, saying so on stderr in one line (verbose: with every
+// backend's full reason).
+func openReplayBackend(name string, simDevices int, simCap uint64, verbose bool, stderr io.Writer) (gpumem.Backend, error) {
 	name = backendName(name)
 	if name == "" || name == "auto" {
 		b, err := gpumem.Open(gpumem.Options{Backend: "auto"})
@@ -274,8 +266,11 @@ func openReplayBackend(name string, simDevices int, simCap uint64, stderr io.Wri
 		if serr != nil {
 			return nil, fmt.Errorf("%w; and the simulator: %w", err, serr)
 		}
-		fmt.Fprintf(stderr, "gpumem: no GPU opened (%v)\ngpumem: replaying on the SIMULATED device instead (backend sim, %d x %s); figures are not from a GPU\n",
-			trimPrefix(err), simDevices, gpumem.FormatBytes(simCap))
+		if verbose {
+			fmt.Fprintf(stderr, "gpumem: no GPU opened: %v\n", trimPrefix(err))
+		}
+		fmt.Fprintf(stderr, "gpumem: no GPU opened (%s); replaying on the SIMULATED device instead (%s); figures are not from a GPU\n",
+			openSummary(err), simDescription(simDevices, simCap))
 		return sb, nil
 	}
 	b, err := openBackend(name, "", simDevices, simCap)
@@ -283,9 +278,51 @@ func openReplayBackend(name string, simDevices int, simCap uint64, stderr io.Wri
 		return nil, err
 	}
 	if b.Name() == "sim" {
-		fmt.Fprintf(stderr, "gpumem: replaying on the SIMULATED device (backend sim, %d x %s)\n", simDevices, gpumem.FormatBytes(simCap))
+		fmt.Fprintf(stderr, "gpumem: replaying on the SIMULATED device (%s)\n", simDescription(simDevices, simCap))
 	}
 	return b, nil
+}
+
+// simDescription is "backend sim, 1 device of 140.00 GiB" (or "2 devices").
+func simDescription(devices int, capacity uint64) string {
+	unit := "devices"
+	if devices == 1 {
+		unit = "device"
+	}
+	return fmt.Sprintf("backend sim, %d %s of %s", devices, unit, gpumem.FormatBytes(capacity))
+}
+
+// openSummary says briefly why auto opened no GPU: per backend tried, "no
+// library", "no device" or the start of its error (--verbose prints all).
+func openSummary(err error) string {
+	var oe *gpumem.OpenError
+	if !errors.As(err, &oe) {
+		return shorten(trimPrefix(err), 80)
+	}
+	regs := gpumem.AutoOrder()
+	var parts []string
+	for i, e := range oe.Tried {
+		why := shorten(trimPrefix(e), 60)
+		switch {
+		case errors.Is(e, gpumem.ErrLibraryNotFound):
+			why = "no library"
+		case errors.Is(e, gpumem.ErrNoDevice):
+			why = "no device"
+		}
+		if i < len(regs) {
+			why = regs[i].Name + ": " + why
+		}
+		parts = append(parts, why)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// shorten cuts s to about n bytes, marking the cut.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 func printResults(w io.Writer, results []replay.Result) {

@@ -14,7 +14,7 @@ import (
 var symbolsUsage = "usage: gpumem symbols [--table driver|nvrtc|hiprtc] [--backend " + strings.Join(backendNames(true), "|") + "] [--library PATH] [--json]\n"
 
 func cmdSymbols(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("symbols", symbolsUsage, stderr)
+	fs := newFlagSet("symbols", symbolsUsage, stdout, stderr)
 	vendors := backendNames(true)
 	def := ""
 	if len(vendors) > 0 {

@@ -30,6 +30,7 @@ import (
 	"io"
 	"log"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"sync"
@@ -150,9 +151,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *addr != "" {
+		// Listen first, so that an address that cannot be served fails the
+		// run at once instead of leaving it blocked at the end.
+		ln, err := net.Listen("tcp", *addr)
+		if err != nil {
+			return fmt.Errorf("-http: %w", err)
+		}
 		http.Handle("/metrics", registry.Handler())
-		go func() { logger.Print(http.ListenAndServe(*addr, nil)) }()
-		logger.Printf("serving http://%s/debug/vars and /metrics", *addr)
+		go func() { logger.Print(http.Serve(ln, nil)) }()
+		logger.Printf("serving http://%s/debug/vars and /metrics", ln.Addr())
 	}
 
 	// The requests: at most `concurrency` in flight, each on its own stream.

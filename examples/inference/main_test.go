@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"expvar"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpumem/gpumem/sim"
 	"github.com/gpumem/gpumem/simtest"
@@ -128,5 +130,28 @@ func TestBadFlags(t *testing.T) {
 		if err := run(append([]string{"-sim"}, args...), &out, &errb); err == nil {
 			t.Errorf("run %v: no error", args)
 		}
+	}
+}
+
+// An -http address that cannot be listened on fails the run at once
+// instead of blocking forever at the end.
+func TestHTTPCannotListen(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skip("no loopback:", err)
+	}
+	defer ln.Close()
+	done := make(chan error, 1)
+	go func() {
+		var out, errb bytes.Buffer
+		done <- run([]string{"-sim", "-capacity-mib", "2048", "-requests", "1", "-http", ln.Addr().String()}, &out, &errb)
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "-http") {
+			t.Fatalf("run: %v, want an -http error", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run with an address in use did not return")
 	}
 }

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/gpumem/gpumem/trace"
+	"github.com/gpumem/gpumem/trace/torchsnapshot"
+)
+
+// bundledTrace is the bundled trace, testdata/pytorch-gpt.trace.gz (its
+// documented place), embedded from a copy beside this package so that the
+// binary replays it from any directory; a test checks the copy is the same.
+//
+//go:embed bundled/pytorch-gpt.trace.gz
+var bundledTrace []byte
+
+// bundledTraceName is the bundled trace's documented path.
+const bundledTraceName = "testdata/pytorch-gpt.trace.gz"
+
+// stdin is what "-" reads; tests replace it.
+var stdin io.Reader = os.Stdin
+
+// readBundled decodes the embedded trace.
+func readBundled() (*trace.Trace, error) {
+	tr, err := trace.Read(bytes.NewReader(bundledTrace))
+	if err != nil {
+		return nil, fmt.Errorf("gpumem: the bundled trace: %w", err)
+	}
+	tr.Name = trace.NameOf(bundledTraceName)
+	return tr, nil
+}
+
+// readStdin reads all of standard input for "-".
+func readStdin() ([]byte, error) {
+	data, err := io.ReadAll(stdin)
+	if err != nil {
+		return nil, fmt.Errorf("gpumem: reading standard input: %w", err)
+	}
+	if len(data) == 0 {
+		return nil, fmt.Errorf("gpumem: standard input is empty (\"-\" reads a trace or a snapshot from it)")
+	}
+	return data, nil
+}
+
+// isSnapshotData tells a PyTorch snapshot from a trace by its first bytes.
+func isSnapshotData(data []byte) bool {
+	return torchsnapshot.IsSnapshot(data[:min(len(data), 4096)])
+}
