@@ -467,4 +467,5 @@ type Backend interface {
 	Graphs
 	VirtualMemory
 	Peers
+	Kernels
 }

@@ -73,12 +73,12 @@ type KernelParams struct {
 	Count int
 }
 
-// Kernels loads modules and launches their kernels. Operations a vendor or
-// version lacks return an error matching ErrNotSupported. The native
-// backends (CUDA, HIP) implement it; until every backend does, reach it by
-// a type assertion on the Backend:
-//
-//	k, ok := b.(gpumem.Kernels)
+// Kernels loads modules and launches their kernels. It is part of every
+// Backend: the native backends (CUDA, HIP) call the vendor's module and
+// launch functions, the simulator runs Go kernels registered by name
+// (sim.RegisterKernel), and a backend without kernels (a test fake)
+// answers ErrNotSupported. Operations a vendor or version lacks return an
+// error matching ErrNotSupported.
 //
 // Methods are safe for concurrent use; handles carry their device, made
 // current inside each call. The kernel package builds argument arrays and

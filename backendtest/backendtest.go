@@ -84,6 +84,7 @@ func RunDevice(t *testing.T, dev int, open func(t *testing.T) gpumem.Backend) {
 		{"VMM", testVMM},
 		{"Managed", testManaged},
 		{"Peer", testPeer},
+		{"Kernels", testKernels},
 		{"Close", testClose},
 	}
 	for _, tc := range tests {

@@ -275,7 +275,7 @@ func TestKernelSymbolsOptional(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	k := b.(gpumem.Kernels)
+	var k gpumem.Kernels = b
 	if _, err := k.ModuleLoadData(0, []byte("x")); !isNotSupportedNaming(err, "ModuleLoadData") {
 		t.Errorf("load without symbols: %v", err)
 	}

@@ -8,8 +8,9 @@
 //	l.SetPtr(0, x); l.SetPtr(1, y); l.SetF32(2, 2.5); l.SetI32(3, n)
 //	err = l.Launch(s, gpumem.Dim3{X: blocks}, gpumem.Dim3{X: 256}, 0)
 //
-// where k is a gpumem.Kernels (the CUDA and HIP backends, reached by a type
-// assertion on a gpumem.Backend) and f a function of a loaded module.
+// where k is a gpumem.Kernels (every gpumem.Backend is one: the CUDA and
+// HIP backends, and the simulator with its Go kernels) and f a function of
+// a loaded module.
 //
 // # Layout
 //

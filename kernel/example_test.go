@@ -9,13 +9,12 @@ import (
 	"github.com/gpumem/gpumem/kernel"
 )
 
-// printer stands in for a GPU backend (the simulator cannot launch module
-// kernels yet): it prints what a launch receives through the parameter
-// array. On a real device k would be the backend itself:
+// printer stands in for a backend: it prints what a launch receives
+// through the parameter array. With a real device or the simulator k is
+// the backend itself (every gpumem.Backend is a gpumem.Kernels):
 //
-//	k, ok := b.(gpumem.Kernels)
-//	m, _ := k.ModuleLoadData(0, ptx)
-//	f, _ := k.ModuleFunction(m, "saxpy")
+//	m, _ := b.ModuleLoadData(0, image)
+//	f, _ := b.ModuleFunction(m, "saxpy")
 type printer struct{ gpumem.Kernels }
 
 func (printer) LaunchKernel(f gpumem.Function, grid, block gpumem.Dim3, smem uint32, s gpumem.Stream, p gpumem.KernelParams) error {

@@ -14,8 +14,11 @@ import (
 // backend it wraps: for each operation the number of calls and their total
 // and longest host time. Build the allocator over the Profiler and pass the
 // Profiler to Run: the replay then reports (Result.Profile) what the timed
-// loop spent in the backend. Every other method goes straight to the wrapped
-// backend, untimed. A Profiler is safe for use from many goroutines.
+// loop spent in the backend. The gpumem.Kernels methods (module loads,
+// lookups, launches, occupancy) are timed too, so that a program that
+// launches through the Profiler sees its launch overhead beside the
+// allocator's. Every other method goes straight to the wrapped backend,
+// untimed. A Profiler is safe for use from many goroutines.
 type Profiler struct {
 	gpumem.Backend
 	ops [numProfOps]opCounter
@@ -49,6 +52,15 @@ const (
 	opMemAddressFree
 	opMemInfo
 	opStreamCaptureInfo
+	opModuleLoadData
+	opModuleUnload
+	opModuleFunction
+	opModuleGlobal
+	opFuncAttribute
+	opFuncSetMaxDynamicSharedMemory
+	opLaunchKernel
+	opOccupancyMaxActiveBlocks
+	opOccupancyMaxPotentialBlockSize
 	numProfOps
 )
 
@@ -58,6 +70,9 @@ var profOpNames = [numProfOps]string{
 	"StreamWaitEvent", "StreamSynchronize", "DeviceSynchronize",
 	"MemCreate", "MemMap", "MemUnmap", "MemRelease", "MemSetAccess",
 	"MemAddressReserve", "MemAddressFree", "MemInfo", "StreamCaptureInfo",
+	"ModuleLoadData", "ModuleUnload", "ModuleFunction", "ModuleGlobal", "FuncAttribute",
+	"FuncSetMaxDynamicSharedMemory", "LaunchKernel", "OccupancyMaxActiveBlocks",
+	"OccupancyMaxPotentialBlockSize",
 }
 
 // OpProfile is what a Profiler measured for one backend operation.

@@ -132,9 +132,10 @@
 // threads in warps of 32, 32 blocks, 228 KiB of shared memory and 65536
 // registers allocated per warp in units of 256.
 //
-// Until the driver table has rows for the Kernels operations, LaunchKernel
-// counts and faults as "Launch" (Calls, InjectFault) and the others are not
-// counted.
+// Every Kernels operation has its row in the driver table: it is counted
+// and fault-injectable like every other method, by its Go name (Calls,
+// InjectFault: "ModuleLoadData", "ModuleFunction", "LaunchKernel", ...),
+// and its errors name the method and the CUDA symbol.
 //
 // # The use-after-free detector
 //

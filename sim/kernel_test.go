@@ -401,6 +401,12 @@ func TestKernelArgumentMismatch(t *testing.T) {
 		if !errors.Is(err, gpumem.ErrInvalidValue) {
 			t.Errorf("%s: %v, want ErrInvalidValue", name, err)
 		}
+		// The stream and pointer checks name LaunchKernel as the rest do.
+		var ve *gpumem.Error
+		if err == nil || !strings.HasPrefix(err.Error(), "sim: LaunchKernel: ") || strings.Contains(err.Error(), "sim: Launch:") ||
+			!errors.As(err, &ve) || ve.Op != "cuLaunchKernel" {
+			t.Errorf("%s: %v does not name LaunchKernel (cuLaunchKernel)", name, err)
+		}
 	}
 	// Pinned host memory is memory a kernel may touch.
 	ok(t, launch(g, f, 1, 32, gpumem.Stream{}, host, host, float32(1), int32(8)))
@@ -500,8 +506,8 @@ func TestKernelFaultInjection(t *testing.T) {
 	count := sim.Kernel{Name: "count", Run: func(*sim.KernelCall) { ran++ }}
 	r := newKernelRig(t, sim.Config{}, count)
 	g := r.g
-	before := g.Calls("Launch")
-	g.InjectFault("Launch", 2, nil)
+	before, other := g.Calls("LaunchKernel"), g.Calls("Launch")
+	g.InjectFault("LaunchKernel", 2, nil)
 	for i := range 3 {
 		err := g.LaunchKernel(r.f["count"], gpumem.Dim3{}, gpumem.Dim3{}, 0, gpumem.Stream{}, gpumem.KernelParams{})
 		if (i == 1) != errors.Is(err, gpumem.ErrInvalidValue) {
@@ -509,11 +515,11 @@ func TestKernelFaultInjection(t *testing.T) {
 		}
 	}
 	ok(t, g.DeviceSynchronize(0))
-	if ran != 2 || g.Calls("Launch") != before+3 {
-		t.Errorf("ran %d kernels; Launch calls %d", ran, g.Calls("Launch")-before)
+	if ran != 2 || g.Calls("LaunchKernel") != before+3 || g.Calls("Launch") != other {
+		t.Errorf("ran %d kernels; LaunchKernel calls %d, Launch calls %d", ran, g.Calls("LaunchKernel")-before, g.Calls("Launch")-other)
 	}
 	injected := errors.New("injected")
-	g.InjectFault("Launch", 1, injected)
+	g.InjectFault("LaunchKernel", 1, injected)
 	if err := g.LaunchKernel(r.f["count"], gpumem.Dim3{}, gpumem.Dim3{}, 0, gpumem.Stream{}, gpumem.KernelParams{}); err != injected {
 		t.Errorf("injected error: %v", err)
 	}

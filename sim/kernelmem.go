@@ -83,7 +83,7 @@ func (k *KernelCall) window(a uint64) *window {
 	if span == nil {
 		k.fail("address %#x is in no allocation", a)
 	}
-	uses, err := g.resolve(symtab.Launch, a, 1, k.dev, true)
+	uses, err := g.resolve(symtab.LaunchKernel, a, 1, k.dev, true)
 	if err != nil {
 		k.fail("address %#x: %v", a, err)
 	}

@@ -28,7 +28,7 @@ type kernelLaunch struct {
 // next argument's bytes where the caller laid them out one after another.
 func readParams(k *Kernel, p gpumem.KernelParams) (buf []byte, off []int, err error) {
 	bad := func(format string, args ...any) error {
-		return kerr(kLaunchKernel, symtab.CUDAInvalidValue, "kernel %s: %s", k.Name, fmt.Sprintf(format, args...))
+		return errf(symtab.LaunchKernel, symtab.CUDAInvalidValue, "kernel %s: %s", k.Name, fmt.Sprintf(format, args...))
 	}
 	if p.Count != len(k.Params) {
 		return nil, nil, bad("%d arguments for %d parameters", p.Count, len(k.Params))
@@ -78,15 +78,16 @@ func readParams(k *Kernel, p gpumem.KernelParams) (buf []byte, off []int, err er
 // own or a peer's, pinned host or managed memory), the block size against
 // MaxThreads and CUDA's dimension limits, and the shared memory against
 // the function's limit; a mismatch is CUDA_ERROR_INVALID_VALUE and
-// nothing is queued. Launches count and fault as the "Launch" method
-// (Calls, InjectFault). Once a kernel on the device has faulted, launches
+// nothing is queued. Launches count and fault as "LaunchKernel" (Calls,
+// InjectFault); errors about the stream or a pointer argument name
+// LaunchKernel too. Once a kernel on the device has faulted, launches
 // return its sticky error.
 func (g *GPU) LaunchKernel(h gpumem.Function, grid, block gpumem.Dim3, sharedMem uint32, s gpumem.Stream, params gpumem.KernelParams) error {
-	if err := g.kenter(kLaunchKernel); err != nil {
+	if err := g.enter(symtab.LaunchKernel); err != nil {
 		return err
 	}
 	g.mu.Lock()
-	f, err := g.lookupFunc(kLaunchKernel, h)
+	f, err := g.lookupFunc(symtab.LaunchKernel, h)
 	var maxDyn int
 	if err == nil {
 		maxDyn = f.maxDyn
@@ -99,13 +100,13 @@ func (g *GPU) LaunchKernel(h gpumem.Function, grid, block gpumem.Dim3, sharedMem
 	g3, b3 := norm(grid), norm(block)
 	switch {
 	case g3.X > 1<<31-1 || g3.Y > 65535 || g3.Z > 65535:
-		return kerr(kLaunchKernel, symtab.CUDAInvalidValue, "grid %v exceeds (2^31-1, 65535, 65535)", grid)
+		return errf(symtab.LaunchKernel, symtab.CUDAInvalidValue, "grid %v exceeds (2^31-1, 65535, 65535)", grid)
 	case b3.X > 1024 || b3.Y > 1024 || b3.Z > 64:
-		return kerr(kLaunchKernel, symtab.CUDAInvalidValue, "block %v exceeds (1024, 1024, 64)", block)
+		return errf(symtab.LaunchKernel, symtab.CUDAInvalidValue, "block %v exceeds (1024, 1024, 64)", block)
 	case b3.Threads() > uint64(k.maxThreads()):
-		return kerr(kLaunchKernel, symtab.CUDAInvalidValue, "block of %d threads; kernel %s allows %d", b3.Threads(), k.Name, k.maxThreads())
+		return errf(symtab.LaunchKernel, symtab.CUDAInvalidValue, "block of %d threads; kernel %s allows %d", b3.Threads(), k.Name, k.maxThreads())
 	case int(sharedMem) > maxDyn:
-		return kerr(kLaunchKernel, symtab.CUDAInvalidValue, "%d bytes of dynamic shared memory; kernel %s allows %d (FuncSetMaxDynamicSharedMemory)", sharedMem, k.Name, maxDyn)
+		return errf(symtab.LaunchKernel, symtab.CUDAInvalidValue, "%d bytes of dynamic shared memory; kernel %s allows %d (FuncSetMaxDynamicSharedMemory)", sharedMem, k.Name, maxDyn)
 	}
 	buf, off, err := readParams(k, params)
 	if err != nil {
@@ -113,14 +114,14 @@ func (g *GPU) LaunchKernel(h gpumem.Function, grid, block gpumem.Dim3, sharedMem
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st, err := g.lookupStream(symtab.Launch, s)
+	st, err := g.lookupStream(symtab.LaunchKernel, s)
 	if err != nil {
 		return err
 	}
 	if st.dev != f.mod.dev {
-		return kerr(kLaunchKernel, symtab.CUDAInvalidHandle, "a function of device %d launched on %v", f.mod.dev.ord, s)
+		return errf(symtab.LaunchKernel, symtab.CUDAInvalidHandle, "a function of device %d launched on %v", f.mod.dev.ord, s)
 	}
-	if err := g.stickyErr(kLaunchKernel, st.dev); err != nil {
+	if err := g.stickyErr(symtab.LaunchKernel, st.dev); err != nil {
 		return err
 	}
 	var uses []use
@@ -132,25 +133,25 @@ func (g *GPU) LaunchKernel(h gpumem.Function, grid, block gpumem.Dim3, sharedMem
 		if a == 0 {
 			continue
 		}
-		u, err := g.resolve(symtab.Launch, a, 1, st.dev.ord, true)
+		u, err := g.resolve(symtab.LaunchKernel, a, 1, st.dev.ord, true)
 		if err != nil {
 			return fmt.Errorf("sim: LaunchKernel: kernel %s, argument %d: %w", k.Name, i, err)
 		}
 		uses = append(uses, u...)
 	}
 	kl := &kernelLaunch{f: f, grid: g3, block: b3, shared: k.SharedBytes + int(sharedMem), args: buf, off: off}
-	return g.enqueue(st, &op{kind: opKernel, m: symtab.Launch, uses: uses, k: kl, dev: st.dev.ord})
+	return g.enqueue(st, &op{kind: opKernel, m: symtab.LaunchKernel, uses: uses, k: kl, dev: st.dev.ord})
 }
 
 // norm reads zero components of d as 1.
 func norm(d gpumem.Dim3) gpumem.Dim3 { return gpumem.Dim3{X: one(d.X), Y: one(d.Y), Z: one(d.Z)} }
 
 // stickyErr is the error a faulted kernel left on d; lock held.
-func (g *GPU) stickyErr(k kernelOp, d *device) error {
+func (g *GPU) stickyErr(k symtab.Op, d *device) error {
 	if d.kfault == nil {
 		return nil
 	}
-	return kerr(k, d.kfault.code, "a kernel faulted earlier on device %d (sticky): %s", d.ord, d.kfault.msg)
+	return errf(k, d.kfault.code, "a kernel faulted earlier on device %d (sticky): %s", d.ord, d.kfault.msg)
 }
 
 // syncStickyErr is stickyErr for the synchronizing methods of the Backend.

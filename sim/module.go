@@ -161,54 +161,6 @@ type function struct {
 	maxDyn int     // the dynamic shared memory limit
 }
 
-// kernelOp is an operation of gpumem.Kernels. Until the driver table has
-// rows for them, launches count and fault as "Launch" and the others are
-// neither counted nor faultable; errors name the CUDA symbol.
-type kernelOp int
-
-const (
-	kModuleLoadData kernelOp = iota
-	kModuleUnload
-	kModuleFunction
-	kModuleGlobal
-	kFuncAttribute
-	kFuncSetMaxDynamicSharedMemory
-	kLaunchKernel
-	kOccupancyMaxActiveBlocks
-	kOccupancyMaxPotentialBlockSize
-)
-
-var kernelOps = [...]struct{ method, symbol string }{
-	kModuleLoadData:                 {"ModuleLoadData", "cuModuleLoadData"},
-	kModuleUnload:                   {"ModuleUnload", "cuModuleUnload"},
-	kModuleFunction:                 {"ModuleFunction", "cuModuleGetFunction"},
-	kModuleGlobal:                   {"ModuleGlobal", "cuModuleGetGlobal_v2"},
-	kFuncAttribute:                  {"FuncAttribute", "cuFuncGetAttribute"},
-	kFuncSetMaxDynamicSharedMemory:  {"FuncSetMaxDynamicSharedMemory", "cuFuncSetAttribute"},
-	kLaunchKernel:                   {"LaunchKernel", "cuLaunchKernel"},
-	kOccupancyMaxActiveBlocks:       {"OccupancyMaxActiveBlocks", "cuOccupancyMaxActiveBlocksPerMultiprocessor"},
-	kOccupancyMaxPotentialBlockSize: {"OccupancyMaxPotentialBlockSize", "cuOccupancyMaxPotentialBlockSize"},
-}
-
-// kerr is the vendor error for code from kernel operation k, with a
-// sentence that says what was wrong.
-func kerr(k kernelOp, code int, format string, args ...any) error {
-	ve := &gpumem.Error{Backend: "sim", Op: kernelOps[k].symbol, Code: code, Name: cudaStatuses.Name(code), Err: cudaStatuses.Sentinel(code, true)}
-	return fmt.Errorf("sim: %s: %s: %w", kernelOps[k].method, fmt.Sprintf(format, args...), ve)
-}
-
-// kenter counts a kernel operation and reports an injected fault or
-// ErrClosed.
-func (g *GPU) kenter(k kernelOp) error {
-	if k == kLaunchKernel {
-		return g.enter(symtab.Launch)
-	}
-	if g.closed.Load() {
-		return kerr(k, symtab.CUDADeinitialized, "the simulated GPU is closed")
-	}
-	return nil
-}
-
 var _ gpumem.Kernels = (*GPU)(nil)
 
 // ModuleLoadData loads a module on device dev. The image is a simulator
@@ -222,18 +174,18 @@ var _ gpumem.Kernels = (*GPU)(nil)
 // and it has no globals. Globals are device memory counted against the
 // device's capacity.
 func (g *GPU) ModuleLoadData(dev int, image []byte) (gpumem.Module, error) {
-	if err := g.kenter(kModuleLoadData); err != nil {
+	if err := g.enter(symtab.ModuleLoadData); err != nil {
 		return gpumem.Module{}, err
 	}
 	if dev < 0 || dev >= len(g.devs) {
-		return gpumem.Module{}, kerr(kModuleLoadData, symtab.CUDAInvalidDevice, "device %d does not exist", dev)
+		return gpumem.Module{}, errf(symtab.ModuleLoadData, symtab.CUDAInvalidDevice, "device %d does not exist", dev)
 	}
 	if len(image) == 0 {
-		return gpumem.Module{}, kerr(kModuleLoadData, symtab.CUDAInvalidValue, "empty image")
+		return gpumem.Module{}, errf(symtab.ModuleLoadData, symtab.CUDAInvalidValue, "empty image")
 	}
 	img, err := parseImage(image)
 	if err != nil {
-		return gpumem.Module{}, kerr(kModuleLoadData, symtab.CUDAInvalidValue, "bad image: %v", err)
+		return gpumem.Module{}, errf(symtab.ModuleLoadData, symtab.CUDAInvalidValue, "bad image: %v", err)
 	}
 	stk := g.callers(1)
 	g.mu.Lock()
@@ -250,7 +202,7 @@ func (g *GPU) ModuleLoadData(dev int, image []byte) (gpumem.Module, error) {
 		}
 		if !ok {
 			g.unloadLocked(m)
-			return gpumem.Module{}, kerr(kModuleLoadData, symtab.CUDAOutOfMemory, "global %s of %d bytes", gl.Name, gl.Size)
+			return gpumem.Module{}, errf(symtab.ModuleLoadData, symtab.CUDAOutOfMemory, "global %s of %d bytes", gl.Name, gl.Size)
 		}
 		o := g.newObject(objGlobal, start, rs, gl.Size, dev, stk)
 		g.spans.insert(start, o)
@@ -266,10 +218,10 @@ func (g *GPU) ModuleLoadData(dev int, image []byte) (gpumem.Module, error) {
 }
 
 // lookupModule resolves a module handle; lock held.
-func (g *GPU) lookupModule(k kernelOp, h gpumem.Module) (*module, error) {
+func (g *GPU) lookupModule(k symtab.Op, h gpumem.Module) (*module, error) {
 	m := g.kern.modules[h.Handle]
 	if m == nil || m.dev.ord != h.Device {
-		return nil, kerr(k, symtab.CUDAInvalidHandle, "module(dev %d, %#x) is not a loaded module", h.Device, h.Handle)
+		return nil, errf(k, symtab.CUDAInvalidHandle, "module(dev %d, %#x) is not a loaded module", h.Device, h.Handle)
 	}
 	return m, nil
 }
@@ -296,16 +248,16 @@ func (g *GPU) unloadLocked(m *module) {
 // invalid. Like Free, it first waits for the work queued on the device;
 // graphs that launch its kernels later report a Violation.
 func (g *GPU) ModuleUnload(h gpumem.Module) error {
-	if err := g.kenter(kModuleUnload); err != nil {
+	if err := g.enter(symtab.ModuleUnload); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	m, err := g.lookupModule(kModuleUnload, h)
+	m, err := g.lookupModule(symtab.ModuleUnload, h)
 	if err != nil {
 		return err
 	}
-	if err := g.syncDevice(symtab.Launch, m.dev); err != nil {
+	if err := g.syncDevice(symtab.ModuleUnload, m.dev); err != nil {
 		return err
 	}
 	g.unloadLocked(m)
@@ -317,12 +269,12 @@ func (g *GPU) ModuleUnload(h gpumem.Module) error {
 // declares (see ModuleLoadData). Anything else is CUDA_ERROR_NOT_FOUND.
 // Looking a name up again returns the same function.
 func (g *GPU) ModuleFunction(h gpumem.Module, name string) (gpumem.Function, error) {
-	if err := g.kenter(kModuleFunction); err != nil {
+	if err := g.enter(symtab.ModuleGetFunction); err != nil {
 		return gpumem.Function{}, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	m, err := g.lookupModule(kModuleFunction, h)
+	m, err := g.lookupModule(symtab.ModuleGetFunction, h)
 	if err != nil {
 		return gpumem.Function{}, err
 	}
@@ -330,11 +282,11 @@ func (g *GPU) ModuleFunction(h gpumem.Module, name string) (gpumem.Function, err
 		return gpumem.Function{Device: h.Device, Handle: f.h, Name: name}, nil
 	}
 	if m.img.names != nil && !m.img.names[name] {
-		return gpumem.Function{}, kerr(kModuleFunction, symtab.CUDANotFound, "the %s image declares no kernel %q", m.img.format, name)
+		return gpumem.Function{}, errf(symtab.ModuleGetFunction, symtab.CUDANotFound, "the %s image declares no kernel %q", m.img.format, name)
 	}
 	k := g.lookupKernel(name)
 	if k == nil {
-		return gpumem.Function{}, kerr(kModuleFunction, symtab.CUDANotFound, "no Go kernel is registered as %q (sim.RegisterKernel)", name)
+		return gpumem.Function{}, errf(symtab.ModuleGetFunction, symtab.CUDANotFound, "no Go kernel is registered as %q (sim.RegisterKernel)", name)
 	}
 	f := &function{h: g.handle(), mod: m, k: k, maxDyn: defDynamicShared - k.SharedBytes}
 	m.funcs[name] = f
@@ -344,27 +296,27 @@ func (g *GPU) ModuleFunction(h gpumem.Module, name string) (gpumem.Function, err
 
 // ModuleGlobal returns the address and size of the global name of m.
 func (g *GPU) ModuleGlobal(h gpumem.Module, name string) (gpumem.Ptr, uint64, error) {
-	if err := g.kenter(kModuleGlobal); err != nil {
+	if err := g.enter(symtab.ModuleGetGlobal); err != nil {
 		return 0, 0, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	m, err := g.lookupModule(kModuleGlobal, h)
+	m, err := g.lookupModule(symtab.ModuleGetGlobal, h)
 	if err != nil {
 		return 0, 0, err
 	}
 	o := m.globals[name]
 	if o == nil {
-		return 0, 0, kerr(kModuleGlobal, symtab.CUDANotFound, "the %s image declares no global %q", m.img.format, name)
+		return 0, 0, errf(symtab.ModuleGetGlobal, symtab.CUDANotFound, "the %s image declares no global %q", m.img.format, name)
 	}
 	return gpumem.Ptr(o.start), o.req, nil
 }
 
 // lookupFunc resolves a function handle of a loaded module; lock held.
-func (g *GPU) lookupFunc(k kernelOp, h gpumem.Function) (*function, error) {
+func (g *GPU) lookupFunc(k symtab.Op, h gpumem.Function) (*function, error) {
 	f := g.kern.funcs[h.Handle]
 	if f == nil || f.mod.unloaded || f.mod.dev.ord != h.Device {
-		return nil, kerr(k, symtab.CUDAInvalidHandle, "function(dev %d, %#x) %q is not a function of a loaded module", h.Device, h.Handle, h.Name)
+		return nil, errf(k, symtab.CUDAInvalidHandle, "function(dev %d, %#x) %q is not a function of a loaded module", h.Device, h.Handle, h.Name)
 	}
 	return f, nil
 }
@@ -374,12 +326,12 @@ func (g *GPU) lookupFunc(k kernelOp, h gpumem.Function) (*function, error) {
 // 90 (compute capability 9.0), and its dynamic shared memory limit (48 KiB
 // less its static shared memory until FuncSetMaxDynamicSharedMemory).
 func (g *GPU) FuncAttribute(h gpumem.Function, a gpumem.FuncAttribute) (int, error) {
-	if err := g.kenter(kFuncAttribute); err != nil {
+	if err := g.enter(symtab.FuncGetAttribute); err != nil {
 		return 0, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	f, err := g.lookupFunc(kFuncAttribute, h)
+	f, err := g.lookupFunc(symtab.FuncGetAttribute, h)
 	if err != nil {
 		return 0, err
 	}
@@ -397,23 +349,23 @@ func (g *GPU) FuncAttribute(h gpumem.Function, a gpumem.FuncAttribute) (int, err
 	case gpumem.FuncMaxDynamicSharedSizeBytes:
 		return f.maxDyn, nil
 	}
-	return 0, kerr(kFuncAttribute, symtab.CUDAInvalidValue, "unknown function attribute %d", int(a))
+	return 0, errf(symtab.FuncGetAttribute, symtab.CUDAInvalidValue, "unknown function attribute %d", int(a))
 }
 
 // FuncSetMaxDynamicSharedMemory sets the dynamic shared memory limit of f:
 // at most 227 KiB less its static shared memory, as on an H100 or H200.
 func (g *GPU) FuncSetMaxDynamicSharedMemory(h gpumem.Function, n int) error {
-	if err := g.kenter(kFuncSetMaxDynamicSharedMemory); err != nil {
+	if err := g.enter(symtab.FuncSetAttribute); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	f, err := g.lookupFunc(kFuncSetMaxDynamicSharedMemory, h)
+	f, err := g.lookupFunc(symtab.FuncSetAttribute, h)
 	if err != nil {
 		return err
 	}
 	if n < 0 || n > maxBlockShared-f.k.SharedBytes {
-		return kerr(kFuncSetMaxDynamicSharedMemory, symtab.CUDAInvalidValue, "%d bytes of dynamic shared memory (at most %d with %d static)", n, maxBlockShared-f.k.SharedBytes, f.k.SharedBytes)
+		return errf(symtab.FuncSetAttribute, symtab.CUDAInvalidValue, "%d bytes of dynamic shared memory (at most %d with %d static)", n, maxBlockShared-f.k.SharedBytes, f.k.SharedBytes)
 	}
 	f.maxDyn = n
 	return nil
@@ -451,17 +403,17 @@ func activeBlocks(k *Kernel, blockSize int, dynSmem uint64) int {
 // in units of 256) when the kernel registered Regs. A block larger than
 // the kernel's MaxThreads gives 0.
 func (g *GPU) OccupancyMaxActiveBlocks(h gpumem.Function, blockSize int, dynSmem uint64) (int, error) {
-	if err := g.kenter(kOccupancyMaxActiveBlocks); err != nil {
+	if err := g.enter(symtab.OccupancyMaxActiveBlocks); err != nil {
 		return 0, err
 	}
 	g.mu.Lock()
-	f, err := g.lookupFunc(kOccupancyMaxActiveBlocks, h)
+	f, err := g.lookupFunc(symtab.OccupancyMaxActiveBlocks, h)
 	g.mu.Unlock()
 	if err != nil {
 		return 0, err
 	}
 	if blockSize <= 0 {
-		return 0, kerr(kOccupancyMaxActiveBlocks, symtab.CUDAInvalidValue, "block size %d", blockSize)
+		return 0, errf(symtab.OccupancyMaxActiveBlocks, symtab.CUDAInvalidValue, "block size %d", blockSize)
 	}
 	if blockSize > f.k.maxThreads() || dynSmem > maxBlockShared {
 		return 0, nil
@@ -475,17 +427,17 @@ func (g *GPU) OccupancyMaxActiveBlocks(h gpumem.Function, blockSize int, dynSmem
 // size on a tie), and the grid that fills the device's 132
 // multiprocessors with it.
 func (g *GPU) OccupancyMaxPotentialBlockSize(h gpumem.Function, dynSmem uint64, blockLimit int) (minGrid, blockSize int, err error) {
-	if err := g.kenter(kOccupancyMaxPotentialBlockSize); err != nil {
+	if err := g.enter(symtab.OccupancyMaxPotentialBlockSize); err != nil {
 		return 0, 0, err
 	}
 	g.mu.Lock()
-	f, err := g.lookupFunc(kOccupancyMaxPotentialBlockSize, h)
+	f, err := g.lookupFunc(symtab.OccupancyMaxPotentialBlockSize, h)
 	g.mu.Unlock()
 	if err != nil {
 		return 0, 0, err
 	}
 	if blockLimit < 0 {
-		return 0, 0, kerr(kOccupancyMaxPotentialBlockSize, symtab.CUDAInvalidValue, "block size limit %d", blockLimit)
+		return 0, 0, errf(symtab.OccupancyMaxPotentialBlockSize, symtab.CUDAInvalidValue, "block size limit %d", blockLimit)
 	}
 	limit := f.k.maxThreads()
 	if blockLimit > 0 {
@@ -498,7 +450,7 @@ func (g *GPU) OccupancyMaxPotentialBlockSize(h gpumem.Function, dynSmem uint64, 
 		}
 	}
 	if best == 0 {
-		return 0, 0, kerr(kOccupancyMaxPotentialBlockSize, symtab.CUDAInvalidValue, "no block size fits %d bytes of dynamic shared memory", dynSmem)
+		return 0, 0, errf(symtab.OccupancyMaxPotentialBlockSize, symtab.CUDAInvalidValue, "no block size fits %d bytes of dynamic shared memory", dynSmem)
 	}
 	return bestBlocks * smCount, best, nil
 }

@@ -10,9 +10,10 @@ import (
 // The simulator's call counters and injected faults are indexed by the
 // driver table's operation ids (symtab.Op), the ids the CUDA and HIP
 // backends resolve their symbols by: one id space for every backend. The
-// simulator's operations are the methods of gpumem.Backend and its own
-// Launch; each has a row of symtab.Driver, those with no vendor symbol
-// (Name, Library, Close, CopyToDevice, CopyFromDevice, Launch) included.
+// simulator's operations are the methods of gpumem.Backend (gpumem.Kernels
+// among them) and its own Launch; each has a row of symtab.Driver, those
+// with no vendor symbol (Name, Library, Close, CopyToDevice,
+// CopyFromDevice, Launch) included.
 
 // opName is the Go method name of m.
 func opName(m symtab.Op) string { return symtab.Driver.Rows[m].Op }
@@ -28,8 +29,9 @@ func opSymbol(m symtab.Op) string {
 }
 
 // methodByName maps the names InjectFault and Calls accept (the methods of
-// gpumem.Backend and "Launch") to their ids. Other rows of the table
-// (internal operations such as Init) are not the simulator's.
+// gpumem.Backend, those of gpumem.Kernels among them, and "Launch") to
+// their ids. Other rows of the table (internal operations such as Init) are
+// not the simulator's.
 var methodByName = func() map[string]symtab.Op {
 	bt := reflect.TypeOf((*gpumem.Backend)(nil)).Elem()
 	m := make(map[string]symtab.Op, bt.NumMethod()+1)

@@ -42,9 +42,6 @@ func (g *GPU) ClearViolations() {
 
 func (g *GPU) violate(st *stream, o *op, a, size uint64, format string, args ...any) {
 	name := opName(o.m)
-	if o.k != nil {
-		name = kernelOps[kLaunchKernel].method
-	}
 	g.violations = append(g.violations, Violation{Op: name, Stream: st.handle(), Addr: gpumem.Ptr(a), Size: size, What: fmt.Sprintf(format, args...)})
 }
 

@@ -107,11 +107,7 @@ type gpuKernels struct {
 func openKernels(t testing.TB) *gpuKernels {
 	t.Helper()
 	b := openGPU(t, "cuda")
-	k, ok := b.(gpumem.Kernels)
-	if !ok {
-		b.Close()
-		t.Fatal("the CUDA backend does not implement gpumem.Kernels")
-	}
+	var k gpumem.Kernels = b
 	m, err := k.ModuleLoadData(0, []byte(testPTX))
 	if err != nil {
 		b.Close()

@@ -13,7 +13,8 @@ import (
 	"github.com/gpumem/gpumem/rtc"
 )
 
-const compileUsage = "usage: gpumem compile [--backend cuda|hip] [--library PATH] [--arch TARGET] [-o OUT] FILE\n"
+const compileUsage = "usage: gpumem compile [--backend cuda|hip] [--library PATH] [--arch TARGET] [-o OUT] FILE\n" +
+	"       gpumem compile --print-header [--backend cuda|hip]\n"
 
 // defaultTargets are the targets compile uses when --arch is not given and
 // no device opens: an A100 and an MI200 (docs/cli.md).
@@ -28,9 +29,24 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 	library := fs.String("library", "", "compiler library file (default: GPUMEM_NVRTC_LIBRARY / GPUMEM_HIPRTC_LIBRARY, else the usual names)")
 	arch := fs.String("arch", "", "target: sm_XX, compute_XX or gfxNNN (default: device 0's, else sm_80 / gfx90a)")
 	out := fs.String("o", "", "output file (default: FILE with .ptx or .co)")
+	printHeader := fs.Bool("print-header", false, "print the dialect header (default for cuda) that Compile prepends, for offline compilers such as nvcc -include, and exit")
 	pos, code, ok := parseCommand(fs, args)
 	if !ok {
 		return code
+	}
+	if *printHeader {
+		if len(pos) != 0 {
+			return fail(stderr, compileUsage, usagef("--print-header takes no source file"))
+		}
+		h := rtc.Header(*backend)
+		if *backend == "" {
+			h = rtc.Header("cuda")
+		}
+		if h == "" {
+			return fail(stderr, compileUsage, usagef("--backend must be cuda or hip (got %q)", *backend))
+		}
+		fmt.Fprint(stdout, h)
+		return 0
 	}
 	if len(pos) != 1 {
 		return fail(stderr, compileUsage, usagef("compile takes one source file (got %d)", len(pos)))

@@ -96,3 +96,21 @@ func TestInfoReportsCompiler(t *testing.T) {
 		t.Errorf("exit %d, %s", code, stdout)
 	}
 }
+
+// --print-header prints the dialect header that Compile prepends, for
+// offline compilers (scripts/gpu/run.sh builds a fatbin with nvcc from it).
+func TestCompilePrintHeader(t *testing.T) {
+	for backend, want := range map[string]string{"": "__shfl_down_sync", "cuda": "__shfl_down_sync", "hip": "__shfl_down("} {
+		args := []string{"compile", "--print-header"}
+		if backend != "" {
+			args = append(args, "--backend", backend)
+		}
+		code, stdout, stderr := runCLI(args...)
+		if code != 0 || !strings.Contains(stdout, "#define GPUMEM_SHFL_DOWN") || !strings.Contains(stdout, want) || stderr != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
+		}
+	}
+	if code, _, stderr := runCLI("compile", "--print-header", "k.cu"); code != exitUsage || !strings.Contains(stderr, "no source file") {
+		t.Errorf("--print-header with a file: exit %d, %q", code, stderr)
+	}
+}

@@ -19,8 +19,8 @@
 //	report.go   symbol reports for the symbols command
 //	device.go, memory.go, copy.go, stream.go, event.go, pool.go,
 //	guarded.go, graph.go, vmm.go, peer.go: the Backend methods by concern
-//	module.go   gpumem.Kernels: modules (CUDA's library API from 12.0), functions, attributes
-//	launch.go   gpumem.Kernels: launches (eleven arguments, through ccall.CallPre12), occupancy
+//	module.go   the Backend's gpumem.Kernels: modules (CUDA's library API from 12.0), functions, attributes
+//	launch.go   the Backend's gpumem.Kernels: launches (eleven arguments, through ccall.CallPre12), occupancy
 //
 // # Calls
 //

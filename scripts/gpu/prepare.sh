@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 shared=${GPUMEM_SHARED:-../shared}
 G=${G:-.gpu/final}
-rm -rf "$G" && mkdir -p "$G/anchors" "$G/traces"
+rm -rf "$G" && mkdir -p "$G/anchors" "$G/traces" "$G/kernels"
 export CGO_ENABLED=0 GOOS=linux GOARCH=amd64
 ld='-s -w'
 go build -ldflags="$ld" -o "$G/gpumem" ./cmd/gpumem
@@ -19,4 +19,7 @@ done
 cp "$shared"/anchors/*.c "$shared"/anchors/*.cpp "$G/anchors/"
 cp "$shared"/traces/*.trace.gz testdata/*.trace.gz "$G/traces/"
 cp scripts/gpu/*.c "$G/anchors/" 2>/dev/null || true
+# The kernels' sources, for the fatbin nvcc builds (run.sh kernels); the
+# dialect header comes from gpumem compile --print-header there.
+cp kernels/*.cu "$G/kernels/"
 du -sh "$G"

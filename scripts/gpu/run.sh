@@ -126,12 +126,31 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
 fi
 
 if [ "$what" = all ] || [ "$what" = kernels ]; then
-	# Kernels: the GPU kernel tests, then launch overhead of an empty kernel
-	# from Go (BenchmarkGPULaunchEmpty) and from C (launchbench.c, the same
+	# Kernels: the GPU kernel tests (hand-written PTX, then the project's
+	# kernels compiled by NVRTC and by nvcc: TestGPUCompiled*), then launch
+	# overhead of an empty kernel from Go (BenchmarkGPULaunchEmpty) and from C (launchbench.c, the same
 	# PTX text through cuLaunchKernel), interleaved in rounds (ROUNDS,
 	# default 5), synchronizing every 1000 launches on both sides.
 	$G/tests.test -test.v -test.run 'GPUKernel' -test.timeout 5m >"$OUT/kernels-gpu.txt" 2>&1; note "tests.test -test.run GPUKernel exit $?"
 	grep -E '^(--- |ok|FAIL|PASS)' "$OUT/kernels-gpu.txt" | tee -a "$summary"
+	# The compiled path: NVRTC from the test binary (CUDA 13's libnvrtc,
+	# its builtins found through LD_LIBRARY_PATH), and a fatbin nvcc builds
+	# from kernels/*.cu with the dialect header gpumem renders.
+	nvrtc=${GPUMEM_NVRTC_LIBRARY:-$(ls /usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so.13 /usr/local/cuda-13*/targets/x86_64-linux/lib/libnvrtc.so.13 /usr/local/cuda/lib64/libnvrtc.so.1[0-9] 2>/dev/null | head -1)}
+	if [ -n "$nvrtc" ]; then
+		export GPUMEM_NVRTC_LIBRARY=$nvrtc
+		export LD_LIBRARY_PATH=$(dirname "$nvrtc")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	fi
+	note "nvrtc: ${nvrtc:-none found}"
+	$G/gpumem compile --print-header --backend cuda >$W/gpumem_dialect.h
+	cat $G/kernels/saxpy.cu $G/kernels/reduce.cu >$W/saxpy_reduce.cu
+	rm -f $W/saxpy_reduce.fatbin
+	nvcc -fatbin -include $W/gpumem_dialect.h -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
+		-o $W/saxpy_reduce.fatbin $W/saxpy_reduce.cu >"$OUT/nvcc-fatbin.txt" 2>&1
+	note "nvcc -fatbin exit $? ($(stat -c %s $W/saxpy_reduce.fatbin 2>/dev/null || echo 0) bytes)"
+	[ -s $W/saxpy_reduce.fatbin ] && export GPUMEM_TEST_FATBIN=$W/saxpy_reduce.fatbin
+	$G/tests.test -test.v -test.run 'GPUCompiled' -test.timeout 15m >"$OUT/compiled-gpu.txt" 2>&1; note "tests.test -test.run GPUCompiled exit $?"
+	grep -E '^\s*(--- |ok|FAIL|PASS)|gpu_rtc_test.go:[0-9]+: (nvrtc|no |GPUMEM_TEST_FATBIN)' "$OUT/compiled-gpu.txt" | tee -a "$summary"
 	GPUMEM_KERNEL_PTX=$W/kernels.ptx $G/tests.test -test.run 'GPUKernelWritePTX' >/dev/null 2>&1
 	cc -O2 -o $W/launchbench $G/anchors/launchbench.c -ldl 2>&1 | tail -5
 	: >"$OUT/launch.txt"
