@@ -224,7 +224,11 @@ func New(b gpumem.Backend, opts Options) (*Allocator, error) {
 			d.initExpandable()
 		}
 		if opts.GrowSegments && opts.Upstream == nil {
-			d.initGrowable()
+			if ok, why := vmmDefault(b); ok {
+				d.initGrowable()
+			} else {
+				a.logf("caching: growable segments are off on device %d: %s", i, why)
+			}
 		}
 		a.devs = append(a.devs, d)
 	}
@@ -248,3 +252,14 @@ func (a *Allocator) device(dev int) (*device, error) {
 }
 
 func errClosed() error { return fmt.Errorf("caching: allocator closed: %w", gpumem.ErrClosed) }
+
+// vmmDefault reports whether features that use the backend's virtual memory
+// API by default (growable segments) are on: the backend's advice where it
+// gives one (HIP before 7.0 says no). Expandable segments, which the user
+// asks for explicitly, are not affected.
+func vmmDefault(b gpumem.Backend) (bool, string) {
+	if v, ok := b.(gpumem.VirtualMemoryAdvisor); ok {
+		return v.VirtualMemoryDefault()
+	}
+	return true, ""
+}

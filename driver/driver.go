@@ -97,12 +97,16 @@ var dialect = native.Dialect{
 	Stop:              stop,
 	Refine:            refine,
 	ErrorName:         errorName,
-	Attribute:         attribute,
+	Attribute:         func(_ *native.Backend, a gpumem.Attribute) (int32, bool) { return attribute(a) },
 	Advice:            advice,
 	WriteAllocProp:    writeAllocProp,
 	FuncAttribute:     funcAttribute,
 	OccupancyCallback: true,
-	PoolMaxSize:       func(b *native.Backend) bool { return b.DriverVersion >= 12020 },
+	PoolMaxSize:       func(b *native.Backend) bool { return b.DriverVersion >= cuda122 },
+	ABI: func(b *native.Backend) (map[string]gpumem.StructLayout, map[string]int64) {
+		return ABI(b.DriverVersion)
+	},
+	MigrationAttribute: gpumem.AttrConcurrentManagedAccess,
 	Versions: func(b *native.Backend) (gpumem.Version, error) {
 		v, err := driverVersion(b)
 		return gpumem.Version{Driver: v, Runtime: v}, err

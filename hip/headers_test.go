@@ -1,23 +1,26 @@
 package hip
 
 import (
-	"bufio"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/internal/native"
 	"github.com/gpumem/gpumem/internal/symtab"
 )
 
-// TestEnumsAgainstHeaders compiles a small C program against the HIP headers
-// (GPUMEM_TEST_HIP_INCLUDE, provisioned by .ci/vendor-libs.sh) and checks
-// every value and layout the backend uses against what the compiler says.
-func TestEnumsAgainstHeaders(t *testing.T) {
+// TestABIAgainstHeaders compiles, against the HIP headers in
+// GPUMEM_TEST_HIP_INCLUDE (provisioned by .ci/vendor-libs.sh; .ci/rocm-versions.sh
+// runs it once per ROCm version), a C program generated from ABI(v) for the
+// headers' version v, and checks that the compiler agrees with every layout
+// and constant the backend uses for that version.
+func TestABIAgainstHeaders(t *testing.T) {
 	inc := os.Getenv("GPUMEM_TEST_HIP_INCLUDE")
 	gcc, gccErr := exec.LookPath("gcc")
 	switch {
@@ -29,98 +32,53 @@ func TestEnumsAgainstHeaders(t *testing.T) {
 	default:
 		t.Skip("no gcc to compile the header check: ", gccErr)
 	}
-	want := map[string]int64{}
-	for a, v := range attributes {
-		want[attrHeaderName[a]] = int64(v)
-	}
-	for a, v := range advices {
-		want[adviceHeaderName[a]] = int64(v)
-	}
-	for a, name := range funcAttrHeaderName {
-		v, ok := funcAttribute(a)
-		if !ok {
-			t.Errorf("function attribute %d has no translation", a)
-		}
-		want[name] = int64(v)
-	}
-	for _, s := range symtab.Statuses[symtab.HIP].Statuses {
-		want[s.Name] = int64(s.Code)
-	}
-	for code, name := range map[int]string{
-		native.StatusNotReady: "hipErrorNotReady", native.StatusPeerAlreadyEnabled: "hipErrorPeerAccessAlreadyEnabled",
-		native.StatusNotInitialized: "hipErrorNotInitialized", native.StatusDeinitialized: "hipErrorDeinitialized",
-	} {
-		want[name] = int64(code)
-	}
-	for name, v := range map[string]int64{
-		"hipMemLocationTypeDevice": native.LocationTypeDevice, "hipMemAllocationTypePinned": native.AllocationTypePinned,
-		"hipMemAccessFlagsProtNone": native.AccessNone, "hipMemAccessFlagsProtRead": native.AccessRead,
-		"hipMemAccessFlagsProtReadWrite": native.AccessReadWrite, "hipCpuDeviceId": native.DeviceCPU,
-		"hipInvalidDeviceId": native.DeviceInvalid, "hipMemRangeAttributePreferredLocation": native.RangePreferredLocation,
-		"hipMemRangeAttributeLastPrefetchLocation": native.RangeLastPrefetch, "hipMemcpyDefault": native.MemcpyDefault,
-		"hipHostMallocPortable": native.HostAllocPortable, "hipMemAttachGlobal": native.MemAttachGlobal,
-		"hipMemAllocationGranularityMinimum": 0, "hipMemAllocationGranularityRecommended": 1,
-		"hipStreamCaptureModeGlobal": int64(gpumem.CaptureModeGlobal), "hipStreamCaptureModeThreadLocal": int64(gpumem.CaptureModeThreadLocal),
-		"hipStreamCaptureModeRelaxed": int64(gpumem.CaptureModeRelaxed), "hipStreamCaptureStatusNone": int64(gpumem.CaptureNone),
-		"hipStreamCaptureStatusActive": int64(gpumem.CaptureActive), "hipStreamCaptureStatusInvalidated": int64(gpumem.CaptureInvalidated),
-		"hipMemPoolReuseFollowEventDependencies": 1, "hipMemPoolReuseAllowOpportunistic": 2,
-		"hipMemPoolReuseAllowInternalDependencies": 3, "hipMemPoolAttrReleaseThreshold": 4,
-		"hipMemPoolAttrReservedMemCurrent": 5, "hipMemPoolAttrReservedMemHigh": 6,
-		"hipMemPoolAttrUsedMemCurrent": 7, "hipMemPoolAttrUsedMemHigh": 8,
-		"hipStreamNonBlocking": int64(gpumem.StreamNonBlocking), "hipEventBlockingSync": int64(gpumem.EventBlockingSync),
-		"hipEventDisableTiming":   int64(gpumem.EventDisableTiming),
-		"sizeof(hipMemPoolProps)": native.PoolPropsSize, "offsetof(hipMemPoolProps, location)": 8,
-		"sizeof(hipMemAllocationProp)": native.AllocPropSize, "sizeof(hipMemAccessDesc)": native.AccessDescSize,
-		"offsetof(hipMemAccessDesc, flags)": 8, "sizeof(hipMemLocation)": 8,
-	} {
-		want[name] = v
-	}
-	// The allocation-property layout the backend writes for this header's
-	// version (5.x: compressionType first; 6+: CUDA-like).
-	if headerVersion(t, inc) < hip6 {
-		for name, v := range map[string]int64{"offsetof(hipMemAllocationProp, location)": 4,
-			"offsetof(hipMemAllocationProp, type)": 16, "offsetof(hipMemAllocationProp, requestedHandleType)": 12} {
-			want[name] = v
-		}
-	} else {
-		for name, v := range map[string]int64{"offsetof(hipMemAllocationProp, location)": 8,
-			"offsetof(hipMemAllocationProp, type)": 0, "offsetof(hipMemAllocationProp, requestedHandleType)": 4,
-			"offsetof(hipMemPoolProps, maxSize)": 24} {
-			want[name] = v
+	v := headerVersion(t, inc)
+	layouts, consts := ABI(v)
+	got := compileABI(t, gcc, inc, "#define __HIP_PLATFORM_AMD__ 1\n#include <hip/hip_runtime_api.h>\n", layouts, consts)
+	t.Logf("HIP headers %s (%d): %d layouts, %d constants", FormatVersion(v), v, len(layouts), len(consts))
+	if !reflect.DeepEqual(got.Layouts, layouts) {
+		for name, l := range layouts {
+			if !reflect.DeepEqual(got.Layouts[name], l) {
+				t.Errorf("%s: headers say %+v, backend uses %+v", name, got.Layouts[name], l)
+			}
 		}
 	}
+	for name, c := range consts {
+		if g, ok := got.Constants[name]; !ok || g != c {
+			t.Errorf("%s: headers say %d, backend uses %d", name, g, c)
+		}
+	}
+}
 
+// abiDump is the C program's output, in SymbolReport's shape.
+type abiDump struct {
+	Layouts   map[string]gpumem.StructLayout `json:"layouts"`
+	Constants map[string]int64               `json:"constants"`
+}
+
+func compileABI(t *testing.T, gcc, inc, prelude string, layouts map[string]gpumem.StructLayout, consts map[string]int64) abiDump {
+	t.Helper()
 	dir := t.TempDir()
-	var src strings.Builder
-	src.WriteString("#define __HIP_PLATFORM_AMD__ 1\n#include <hip/hip_runtime_api.h>\n#include <stdio.h>\n#include <stddef.h>\nint main(void) {\n")
-	for name := range want {
-		src.WriteString("  printf(\"%s %lld\\n\", \"" + strings.ReplaceAll(name, " ", "") + "\", (long long)(" + name + "));\n")
-	}
-	src.WriteString("  return 0;\n}\n")
-	c := filepath.Join(dir, "check.c")
-	if err := os.WriteFile(c, []byte(src.String()), 0o644); err != nil {
+	c := filepath.Join(dir, "abi.c")
+	if err := os.WriteFile(c, []byte(symtab.ABIProgram(prelude, layouts, consts)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "check")
+	bin := filepath.Join(dir, "abi")
 	if out, err := exec.Command(gcc, "-I", inc, "-o", bin, c).CombinedOutput(); err != nil {
-		t.Fatalf("compiling the header check: %v\n%s", err, out)
+		t.Fatalf("compiling the ABI dump: %v\n%s", err, out)
 	}
 	out, err := exec.Command(bin).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]int64{}
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		got[f[0]] = v
+	if d := os.Getenv("GPUMEM_TEST_ABI_DUMP"); d != "" {
+		_ = os.WriteFile(d, out, 0o644)
 	}
-	for name, w := range want {
-		if g, ok := got[strings.ReplaceAll(name, " ", "")]; !ok || g != w {
-			t.Errorf("%s: header says %d, backend uses %d", name, g, w)
-		}
+	var got abiDump
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("reading the ABI dump: %v\n%s", err, out)
 	}
+	return got
 }
 
 func headerVersion(t *testing.T, inc string) int {
@@ -146,36 +104,6 @@ func headerVersion(t *testing.T, inc string) int {
 	return major*10000000 + minor*100000 + patch
 }
 
-var attrHeaderName = map[gpumem.Attribute]string{
-	gpumem.AttrComputeCapabilityMajor:  "hipDeviceAttributeComputeCapabilityMajor",
-	gpumem.AttrComputeCapabilityMinor:  "hipDeviceAttributeComputeCapabilityMinor",
-	gpumem.AttrMultiprocessorCount:     "hipDeviceAttributeMultiprocessorCount",
-	gpumem.AttrUnifiedAddressing:       "hipDeviceAttributeUnifiedAddressing",
-	gpumem.AttrManagedMemory:           "hipDeviceAttributeManagedMemory",
-	gpumem.AttrConcurrentManagedAccess: "hipDeviceAttributeConcurrentManagedAccess",
-	gpumem.AttrPageableMemoryAccess:    "hipDeviceAttributePageableMemoryAccess",
-	gpumem.AttrCanMapHostMemory:        "hipDeviceAttributeCanMapHostMemory",
-	gpumem.AttrMemoryPoolsSupported:    "hipDeviceAttributeMemoryPoolsSupported",
-	gpumem.AttrIntegrated:              "hipDeviceAttributeIntegrated",
-	gpumem.AttrPCIBusID:                "hipDeviceAttributePciBusId",
-	gpumem.AttrPCIDeviceID:             "hipDeviceAttributePciDeviceId",
-	gpumem.AttrClockRateKHz:            "hipDeviceAttributeClockRate",
-	gpumem.AttrMemoryClockRateKHz:      "hipDeviceAttributeMemoryClockRate",
-	gpumem.AttrGlobalMemoryBusWidth:    "hipDeviceAttributeMemoryBusWidth",
-	gpumem.AttrL2CacheSize:             "hipDeviceAttributeL2CacheSize",
-}
-
-var adviceHeaderName = map[gpumem.Advice]string{
-	gpumem.AdviseSetReadMostly:          "hipMemAdviseSetReadMostly",
-	gpumem.AdviseUnsetReadMostly:        "hipMemAdviseUnsetReadMostly",
-	gpumem.AdviseSetPreferredLocation:   "hipMemAdviseSetPreferredLocation",
-	gpumem.AdviseUnsetPreferredLocation: "hipMemAdviseUnsetPreferredLocation",
-	gpumem.AdviseSetAccessedBy:          "hipMemAdviseSetAccessedBy",
-	gpumem.AdviseUnsetAccessedBy:        "hipMemAdviseUnsetAccessedBy",
-	gpumem.AdviseSetCoarseGrain:         "hipMemAdviseSetCoarseGrain",
-	gpumem.AdviseUnsetCoarseGrain:       "hipMemAdviseUnsetCoarseGrain",
-}
-
 func TestSentinels(t *testing.T) {
 	for code, want := range map[int]error{2: gpumem.ErrOutOfMemory, 100: gpumem.ErrNoDevice, 801: gpumem.ErrNotSupported,
 		1: gpumem.ErrInvalidValue, 400: gpumem.ErrInvalidValue, 101: gpumem.ErrInvalidValue, 999: nil,
@@ -184,22 +112,57 @@ func TestSentinels(t *testing.T) {
 			t.Errorf("sentinel(%d) = %v, want %v", code, got, want)
 		}
 	}
-	if _, ok := attribute(gpumem.AttrVirtualMemoryManagement); ok {
-		t.Error("HIP 5.2 has no virtual-memory-management attribute; the backend must say not supported")
-	}
-	if len(attributes) != len(attrHeaderName) || len(advices) != len(adviceHeaderName) {
-		t.Error("header-name tables do not cover the translation tables")
-	}
 }
 
-// funcAttrHeaderName names each function attribute's hipFunction_attribute.
-var funcAttrHeaderName = map[gpumem.FuncAttribute]string{
-	gpumem.FuncMaxThreadsPerBlock:        "HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK",
-	gpumem.FuncSharedSizeBytes:           "HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES",
-	gpumem.FuncConstSizeBytes:            "HIP_FUNC_ATTRIBUTE_CONST_SIZE_BYTES",
-	gpumem.FuncLocalSizeBytes:            "HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES",
-	gpumem.FuncNumRegs:                   "HIP_FUNC_ATTRIBUTE_NUM_REGS",
-	gpumem.FuncPTXVersion:                "HIP_FUNC_ATTRIBUTE_PTX_VERSION",
-	gpumem.FuncBinaryVersion:             "HIP_FUNC_ATTRIBUTE_BINARY_VERSION",
-	gpumem.FuncMaxDynamicSharedSizeBytes: "HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES",
+// TestSymbolsReportABI checks a `gpumem symbols --backend hip --json` report
+// (the file GPUMEM_TEST_SYMBOLS_JSON, written by .ci/rocm-versions.sh for a
+// runtime loaded through its own suite's C library): every required symbol
+// resolved, and the layouts and constants are ABI's for its version.
+func TestSymbolsReportABI(t *testing.T) {
+	path := os.Getenv("GPUMEM_TEST_SYMBOLS_JSON")
+	if path == "" {
+		t.Skip("GPUMEM_TEST_SYMBOLS_JSON is not set (.ci/rocm-versions.sh sets it)")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep gpumem.SymbolReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, rep)
+}
+
+// TestSymbolsABI: Symbols against the provisioned runtime reports ABI's
+// layouts and constants for its version.
+func TestSymbolsABI(t *testing.T) {
+	lib := os.Getenv("GPUMEM_TEST_HIP_LIBRARY")
+	if lib == "" {
+		t.Skip("GPUMEM_TEST_HIP_LIBRARY is not set: run .ci/vendor-libs.sh DIR")
+	}
+	rep, err := Symbols(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, rep)
+}
+
+func checkReport(t *testing.T, rep gpumem.SymbolReport) {
+	t.Helper()
+	if rep.MissingRequired != 0 {
+		t.Errorf("%s: %d required symbols missing", rep.Library, rep.MissingRequired)
+	}
+	var major, minor, patch int
+	if _, err := fmt.Sscanf(rep.Version, "%d.%d.%d", &major, &minor, &patch); err != nil {
+		t.Fatalf("version %q: %v", rep.Version, err)
+	}
+	v := major*10000000 + minor*100000 + patch
+	layouts, consts := ABI(v)
+	if !reflect.DeepEqual(rep.Layouts, layouts) || !reflect.DeepEqual(rep.Constants, consts) {
+		t.Errorf("%s (%s): the report's layouts and constants are not ABI(%d)'s:\n%v\n%v", rep.Library, rep.Version, v, rep.Layouts, layouts)
+	}
+	if len(layouts) == 0 || len(consts) == 0 {
+		t.Errorf("ABI(%d) is empty", v)
+	}
 }

@@ -16,16 +16,37 @@
 //
 // # Versions
 //
-// hipMemAllocationProp changed layout after HIP 5: the 5.x runtimes read
-// {compressionType, location, requestedHandleType, type, usage, win32}; later
-// ones the CUDA-like {type, requestedHandleType, location, win32, allocFlags}.
-// The backend writes the one the loaded runtime's version reads.
-// hipMemPoolProps has a maxSize only in HIP 6 and later; a pool with a
-// maximum size is not supported before that.
+// The ABI changes the backend follows are data (abi.go): each struct layout
+// and enum value with the first runtime version that has it, read from the
+// HIP headers of every ROCm release from 5.2 to 7.2. hipMemAllocationProp
+// has compressionType first up to 5.2 and the CUDA-like layout from 5.3;
+// hipMemPoolProps has maxSize from 6.2 (a pool with a maximum size is not
+// supported before that); the virtual-memory-management attribute exists
+// from 5.3. ABI returns what the backend uses for a given version, and
+// `gpumem symbols --json` reports it for a loaded library.
+//
+// # Behaviour that differs from CUDA
+//
+//   - hipMemUnmap releases only the mapping at the start address of a range
+//     (clr up to at least 6.2): a range holding several MemMap mappings is
+//     unmapped one mapping at a time.
+//   - hipMemAddressReserve checks device 0's granularity and answers a
+//     misaligned size with out of memory: reservation sizes are rounded up
+//     to the largest minimum granularity over the devices.
+//   - User-object destructors run inside the releasing HIP call under a
+//     runtime-wide lock: the backend runs them on a new goroutine.
+//   - Managed pages migrate on demand only with XNACK on, which pageable
+//     memory access reports (ManagedPagesMigrate).
+//   - Stream-ordered pools on gfx10 and gfx11 (compute capability major 10
+//     and 11) return zeroed or failing memory unless the release threshold
+//     is the maximum: the backend sets it so when it hands out a pool.
+//   - Before 7.0 the allocators' VMM-backed defaults are off
+//     (VirtualMemoryDefault), as PyTorch turns expandable segments off.
 package hip
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/gpumem/gpumem"
@@ -73,6 +94,7 @@ func Symbols(library string) (gpumem.SymbolReport, error) {
 		if err != nil {
 			return ""
 		}
+		b.RuntimeVersion = v
 		return FormatVersion(v)
 	})
 }
@@ -89,22 +111,27 @@ func FormatVersion(v int) string {
 // Candidates are the library names Open tries when given none.
 func Candidates() []string { return append([]string(nil), dl.HIPCandidates...) }
 
-// hip6 is the first runtime version with the CUDA-like hipMemAllocationProp
-// and a maxSize in hipMemPoolProps.
-const hip6 = 60000000
-
 var dialect = native.Dialect{
 	Vendor:         symtab.HIP,
 	Name:           "hip",
 	Candidates:     dl.HIPCandidates,
 	Start:          start,
 	ErrorName:      errorName,
-	Attribute:      attribute,
+	Attribute:      func(b *native.Backend, a gpumem.Attribute) (int32, bool) { return attribute(b.RuntimeVersion, a) },
 	Advice:         advice,
 	MemcpyKind:     true,
 	WriteAllocProp: writeAllocProp,
 	FuncAttribute:  funcAttribute,
-	PoolMaxSize:    func(b *native.Backend) bool { return b.RuntimeVersion >= hip6 },
+	PoolMaxSize:    func(b *native.Backend) bool { return b.RuntimeVersion >= ABI62 },
+	ABI: func(b *native.Backend) (map[string]gpumem.StructLayout, map[string]int64) {
+		return ABI(b.RuntimeVersion)
+	},
+	MigrationAttribute:   gpumem.AttrPageableMemoryAccess,
+	UnmapByMapping:       true,
+	ReserveAligned:       true,
+	DeferDestructors:     true,
+	PoolSetup:            poolSetup,
+	VirtualMemoryDefault: virtualMemoryDefault,
 	Versions: func(b *native.Backend) (gpumem.Version, error) {
 		d, err := b.Int32(symtab.DriverGetVersion)
 		if err != nil {
@@ -160,22 +187,53 @@ func errorName(b *native.Backend, code int) string {
 	return ccall.GoString(r)
 }
 
+// allocProps are hipMemAllocationProp's forms, selected by version.
+var allocProps = func() map[int]*symtab.Layout {
+	out := map[int]*symtab.Layout{}
+	for i := range layouts {
+		if layouts[i].Struct == "hipMemAllocationProp" {
+			out[layouts[i].From] = &layouts[i]
+		}
+	}
+	return out
+}()
+
 func writeAllocProp(b *native.Backend, buf *[native.AllocPropSize]byte, dev int32) {
 	*buf = [native.AllocPropSize]byte{}
-	put := func(off int, v int32) { *(*int32)(unsafe.Pointer(&buf[off])) = v }
-	if b.RuntimeVersion < hip6 {
-		// HIP 5.x: compressionType@0 (uchar), location{type@4, id@8},
-		// requestedHandleType@12, type@16, usage@20, win32HandleMetaData@24.
-		put(4, native.LocationTypeDevice)
-		put(8, dev)
-		put(16, native.AllocationTypePinned)
-		return
+	l := allocProps[0]
+	if b.RuntimeVersion >= ABI53 {
+		l = allocProps[ABI53]
 	}
-	// HIP 6+: type@0, requestedHandleType@4, location{type@8, id@12},
-	// win32HandleMetaData@16, allocFlags@24.
-	put(0, native.AllocationTypePinned)
-	put(8, native.LocationTypeDevice)
-	put(12, dev)
+	put := func(off int, v int32) { *(*int32)(unsafe.Pointer(&buf[off])) = v }
+	put(l.Offset("type"), native.AllocationTypePinned)
+	put(l.Offset("location.type"), native.LocationTypeDevice)
+	put(l.Offset("location.id"), dev)
+}
+
+// poolSetup raises a pool's release threshold to the maximum on gfx10 and
+// gfx11 (HIP's compute capability major is the gfx IP major), where
+// hipMallocAsync otherwise returns zeroed or failing memory.
+func poolSetup(b *native.Backend, p gpumem.MemPool) error {
+	major, err := b.DeviceAttribute(p.Device, gpumem.AttrComputeCapabilityMajor)
+	if err != nil {
+		return fmt.Errorf("reading the gfx IP major: %w", err)
+	}
+	if major != 10 && major != 11 {
+		return nil
+	}
+	if err := b.MemPoolSetAttribute(p, gpumem.PoolReleaseThreshold, math.MaxUint64); err != nil {
+		return fmt.Errorf("raising the release threshold on gfx%d: %w", major, err)
+	}
+	return nil
+}
+
+// virtualMemoryDefault turns the allocators' VMM-backed defaults off before
+// HIP 7.0.
+func virtualMemoryDefault(b *native.Backend) (bool, string) {
+	if b.RuntimeVersion >= ABI70 {
+		return true, ""
+	}
+	return false, fmt.Sprintf("HIP %s is older than 7.0, whose virtual memory API is the first PyTorch trusts for expandable segments", FormatVersion(b.RuntimeVersion))
 }
 
 // ErrorName loads the HIP runtime library (without initialising it) and

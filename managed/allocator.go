@@ -113,10 +113,9 @@ func New(b gpumem.Backend, opts Options) (*Allocator, error) {
 		if has == 0 {
 			return nil, fmt.Errorf("managed: device %d has no managed memory: %w", d, gpumem.ErrNotSupported)
 		}
-		cma, err := b.DeviceAttribute(d, gpumem.AttrConcurrentManagedAccess)
-		a.migrates[d] = err == nil && cma != 0
+		a.migrates[d] = migrates(b, d)
 		if !a.migrates[d] {
-			a.logf("managed: device %d cannot migrate managed pages (concurrent managed access 0): memory stays in host memory; moves update advice only", d)
+			a.logf("managed: device %d cannot migrate managed pages (on HIP: XNACK off): memory stays in host memory; moves update advice only", d)
 		}
 		_, total, err := b.MemInfo(d)
 		if err != nil {
@@ -479,4 +478,16 @@ func (a *Allocator) Close() error {
 		a.resident[i].Store(0)
 	}
 	return errors.Join(errs...)
+}
+
+// migrates reports whether device d migrates managed pages on demand: the
+// backend's own answer where it has one (HIP ties it to XNACK, which
+// pageable memory access reports), else concurrent managed access.
+func migrates(b gpumem.Backend, d int) bool {
+	if m, ok := b.(gpumem.ManagedMigration); ok {
+		v, err := m.ManagedPagesMigrate(d)
+		return err == nil && v
+	}
+	cma, err := b.DeviceAttribute(d, gpumem.AttrConcurrentManagedAccess)
+	return err == nil && cma != 0
 }

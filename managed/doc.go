@@ -135,8 +135,9 @@
 //
 // The same API runs on HIP. Options.CoarseGrain applies hipMemAdvise's
 // coarse-grain advice to every segment (HIP only). Where a device cannot
-// migrate pages (AttrConcurrentManagedAccess 0: HIP with XNACK off, or
-// CUDA on some platforms), managed memory stays in host memory and the
+// migrate pages (HIP with XNACK off, which the backend reads from pageable
+// memory access through gpumem.ManagedMigration; CUDA with concurrent
+// managed access 0 on some platforms), managed memory stays in host memory and the
 // device reaches it over the bus: To then only updates the advice (no
 // prefetch is queued), a move to the host still synchronizes, and the
 // residency figures say host for every buffer. CanMigrate tells which case

@@ -27,6 +27,11 @@ type Backend struct {
 	locByVal bool     // Advise/Prefetch take a location by value (CUDA 12.2+)
 	pins     capthread.Pins
 
+	maps      mappings  // HIP: what MemMap mapped where (Dialect.UnmapByMapping)
+	reserveG  sync.Once // computes reserveGr (Dialect.ReserveAligned)
+	reserveGr uint64
+	poolsSet  sync.Map // pool handle -> struct{}: Dialect.PoolSetup ran
+
 	// State the dialect keeps (driver version, ...).
 	DriverVersion  int
 	RuntimeVersion int

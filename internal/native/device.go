@@ -38,9 +38,9 @@ func (b *Backend) DeviceAttribute(dev int, a gpumem.Attribute) (int, error) {
 	if uint(dev) >= uint(b.nDev) {
 		return 0, b.badDevice(dev)
 	}
-	v, ok := b.d.Attribute(a)
+	v, ok := b.d.Attribute(b, a)
 	if !ok {
-		return 0, &gpumem.NotSupportedError{Backend: b.d.Name, Op: "DeviceAttribute", Reason: fmt.Sprintf("attribute %s has no %s equivalent", a, b.d.Name)}
+		return 0, &gpumem.NotSupportedError{Backend: b.d.Name, Op: "DeviceAttribute", Reason: fmt.Sprintf("attribute %s has no %s equivalent in this library version", a, b.d.Name)}
 	}
 	c := getCell()
 	defer putCell(c)
@@ -63,4 +63,25 @@ func (b *Backend) MemInfo(dev int) (free, total uint64, err error) {
 // DeviceSynchronize waits for all work on the device.
 func (b *Backend) DeviceSynchronize(dev int) error {
 	return b.call(dev, symtab.DeviceSynchronize, 0, 0, 0, 0, 0, 0)
+}
+
+// ManagedPagesMigrate reports whether dev migrates managed pages on demand,
+// from the attribute the vendor ties to it (the dialect's
+// MigrationAttribute): a gpumem.ManagedMigration capability.
+func (b *Backend) ManagedPagesMigrate(dev int) (bool, error) {
+	v, err := b.DeviceAttribute(dev, b.d.MigrationAttribute)
+	if err != nil {
+		return false, fmt.Errorf("gpumem: %s: reading %s: %w", b.d.Name, b.d.MigrationAttribute, err)
+	}
+	return v != 0, nil
+}
+
+// VirtualMemoryDefault reports whether allocators should use the virtual
+// memory API by default with the loaded library (a gpumem.VirtualMemoryAdvisor
+// capability), and why not.
+func (b *Backend) VirtualMemoryDefault() (bool, string) {
+	if b.d.VirtualMemoryDefault == nil {
+		return true, ""
+	}
+	return b.d.VirtualMemoryDefault(b)
 }

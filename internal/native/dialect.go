@@ -23,8 +23,9 @@ type Dialect struct {
 	// ErrorName asks the library for the name of a status code ("" if it
 	// has none).
 	ErrorName func(b *Backend, code int) string
-	// Attribute translates a device attribute.
-	Attribute func(a gpumem.Attribute) (int32, bool)
+	// Attribute translates a device attribute for the loaded library's
+	// version; false when that version's enum lacks it.
+	Attribute func(b *Backend, a gpumem.Attribute) (int32, bool)
 	// Advice translates an advice value.
 	Advice func(a gpumem.Advice) (int32, bool)
 	// MemcpyKind is true when the copy functions take a kind argument
@@ -46,4 +47,32 @@ type Dialect struct {
 	OccupancyCallback bool
 	// Versions reads the library's versions.
 	Versions func(b *Backend) (gpumem.Version, error)
+
+	// ABI returns the struct layouts and constants the backend uses with
+	// the loaded library's version, for the symbols report (optional).
+	ABI func(b *Backend) (map[string]gpumem.StructLayout, map[string]int64)
+	// MigrationAttribute is the device attribute that says whether managed
+	// pages migrate on demand (CUDA: concurrent managed access; HIP:
+	// pageable memory access, which follows XNACK, where clr derives
+	// concurrent managed access from system SVM support).
+	MigrationAttribute gpumem.Attribute
+	// UnmapByMapping makes MemUnmap unmap a range holding several mappings
+	// one mapping at a time (HIP: clr's hipMemUnmap releases only the
+	// mapping at the start address and leaks the others).
+	UnmapByMapping bool
+	// ReserveAligned rounds reservation sizes up to the largest minimum
+	// granularity over the devices (HIP: clr checks device 0's granularity
+	// and answers a misaligned size with out of memory).
+	ReserveAligned bool
+	// DeferDestructors runs user-object destructors on a new goroutine, not
+	// inside the releasing call (HIP runs them synchronously under a
+	// runtime-wide lock: a destructor that calls HIP would deadlock).
+	DeferDestructors bool
+	// PoolSetup adjusts a pool the backend hands out, once per pool
+	// (optional; HIP raises the release threshold on gfx10 and gfx11).
+	PoolSetup func(b *Backend, p gpumem.MemPool) error
+	// VirtualMemoryDefault reports whether allocators should use the
+	// virtual memory API by default with this library, and why not
+	// (optional; absent: yes).
+	VirtualMemoryDefault func(b *Backend) (bool, string)
 }

@@ -138,13 +138,21 @@ func (b *Backend) GraphDestroy(g gpumem.Graph) error {
 	return b.call(g.Device, symtab.GraphDestroy, g.Handle, 0, 0, 0, 0, 0)
 }
 
-// UserObjectCreate makes a user object whose destructor runs fn once.
+// UserObjectCreate makes a user object whose destructor runs fn once. With
+// Dialect.DeferDestructors (HIP) fn runs on a new goroutine after the
+// runtime's destructor call returns, never inside the releasing call.
 func (b *Backend) UserObjectCreate(dev int, fn func()) (gpumem.UserObject, error) {
 	if fn == nil {
 		return gpumem.UserObject{}, fmt.Errorf("gpumem: %s: UserObjectCreate: nil function: %w", b.d.Name, gpumem.ErrInvalidValue)
 	}
 	if b.fns[symtab.UserObjectCreate] == 0 {
 		return gpumem.UserObject{}, b.notSupported(symtab.UserObjectCreate)
+	}
+	if b.d.DeferDestructors {
+		// The runtime calls the destructor inside the releasing call under
+		// its own lock: run fn outside it, so that fn may call the runtime.
+		run := fn
+		fn = func() { go run() }
 	}
 	id := callback.Register(fn, true)
 	c := getCell()

@@ -1,6 +1,7 @@
 package native
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -18,7 +19,24 @@ func (b *Backend) DefaultMemPool(dev int) (gpumem.MemPool, error) {
 	if err := b.call(dev, symtab.DefaultMemPool, c.addr(0), uintptr(b.handle[dev]), 0, 0, 0, 0); err != nil {
 		return gpumem.MemPool{}, err
 	}
-	return gpumem.MemPool{Handle: uintptr(c[0]), Device: dev}, nil
+	p := gpumem.MemPool{Handle: uintptr(c[0]), Device: dev}
+	return p, b.setupPool(p)
+}
+
+// setupPool runs the dialect's PoolSetup once per pool: the default pool's
+// first DefaultMemPool, a created pool's MemPoolCreate.
+func (b *Backend) setupPool(p gpumem.MemPool) error {
+	if b.d.PoolSetup == nil {
+		return nil
+	}
+	if _, done := b.poolsSet.LoadOrStore(p.Handle, struct{}{}); done {
+		return nil
+	}
+	if err := b.d.PoolSetup(b, p); err != nil {
+		b.poolsSet.Delete(p.Handle)
+		return fmt.Errorf("gpumem: %s: setting up device %d's pool: %w", b.d.Name, p.Device, err)
+	}
+	return nil
 }
 
 // MemPoolCreate creates a pool of pinned device memory on props.Device.
@@ -37,12 +55,20 @@ func (b *Backend) MemPoolCreate(props gpumem.PoolProps) (gpumem.MemPool, error) 
 	if err := b.call(dev, symtab.MemPoolCreate, c.addr(12), c.addr(0), 0, 0, 0, 0); err != nil {
 		return gpumem.MemPool{}, err
 	}
-	return gpumem.MemPool{Handle: uintptr(c[12]), Device: dev}, nil
+	p := gpumem.MemPool{Handle: uintptr(c[12]), Device: dev}
+	if err := b.setupPool(p); err != nil {
+		return gpumem.MemPool{}, errors.Join(err, b.MemPoolDestroy(p))
+	}
+	return p, nil
 }
 
 // MemPoolDestroy destroys a created pool.
 func (b *Backend) MemPoolDestroy(p gpumem.MemPool) error {
-	return b.call(p.Device, symtab.MemPoolDestroy, p.Handle, 0, 0, 0, 0, 0)
+	if err := b.call(p.Device, symtab.MemPoolDestroy, p.Handle, 0, 0, 0, 0, 0); err != nil {
+		return err
+	}
+	b.poolsSet.Delete(p.Handle)
+	return nil
 }
 
 func poolAttr(a gpumem.PoolAttribute) (v uintptr, isInt bool, ok bool) {

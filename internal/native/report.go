@@ -35,6 +35,9 @@ func Report(d *Dialect, load Loader, library string, prepare func(b *Backend) st
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
+	if d.ABI != nil {
+		rep.Layouts, rep.Constants = d.ABI(b)
+	}
 	return rep, nil
 }
 

@@ -1,6 +1,9 @@
 package native
 
 import (
+	"fmt"
+	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/gpumem/gpumem"
@@ -25,11 +28,33 @@ func (b *Backend) MemGranularity(dev int, recommended bool) (uint64, error) {
 	return c[0], nil
 }
 
+// reserveSize is the size MemAddressReserve and MemAddressFree pass for a
+// range of size bytes: with Dialect.ReserveAligned, size rounded up to the
+// largest minimum granularity over the devices, so that a size aligned for
+// one device is never refused (as a false out of memory) because device 0's
+// granularity is coarser.
+func (b *Backend) reserveSize(size uint64) uint64 {
+	if !b.d.ReserveAligned {
+		return size
+	}
+	b.reserveG.Do(func() {
+		for dev := 0; dev < b.nDev; dev++ {
+			if g, err := b.MemGranularity(dev, false); err == nil && g > b.reserveGr {
+				b.reserveGr = g
+			}
+		}
+	})
+	if g := b.reserveGr; g != 0 && size%g != 0 {
+		return (size/g + 1) * g
+	}
+	return size
+}
+
 // MemAddressReserve reserves a virtual address range.
 func (b *Backend) MemAddressReserve(size, alignment uint64) (gpumem.Ptr, error) {
 	c := getCell()
 	defer putCell(c)
-	if err := b.call(0, symtab.MemAddressReserve, c.addr(0), uintptr(size), uintptr(alignment), 0, 0, 0); err != nil {
+	if err := b.call(0, symtab.MemAddressReserve, c.addr(0), uintptr(b.reserveSize(size)), uintptr(alignment), 0, 0, 0); err != nil {
 		return 0, err
 	}
 	return gpumem.Ptr(c[0]), nil
@@ -37,7 +62,7 @@ func (b *Backend) MemAddressReserve(size, alignment uint64) (gpumem.Ptr, error) 
 
 // MemAddressFree releases a reserved range.
 func (b *Backend) MemAddressFree(p gpumem.Ptr, size uint64) error {
-	return b.call(0, symtab.MemAddressFree, uintptr(p), uintptr(size), 0, 0, 0, 0)
+	return b.call(0, symtab.MemAddressFree, uintptr(p), uintptr(b.reserveSize(size)), 0, 0, 0, 0)
 }
 
 // MemCreate creates physical memory on dev.
@@ -61,12 +86,90 @@ func (b *Backend) MemRelease(h gpumem.MemHandle) error {
 
 // MemMap maps physical memory into a reserved range.
 func (b *Backend) MemMap(p gpumem.Ptr, size, offset uint64, h gpumem.MemHandle) error {
-	return b.call(h.Device, symtab.MemMap, uintptr(p), uintptr(size), uintptr(offset), uintptr(h.Handle), 0, 0)
+	if err := b.call(h.Device, symtab.MemMap, uintptr(p), uintptr(size), uintptr(offset), uintptr(h.Handle), 0, 0); err != nil {
+		return err
+	}
+	if b.d.UnmapByMapping {
+		b.maps.add(p, size)
+	}
+	return nil
 }
 
-// MemUnmap unmaps a range.
+// MemUnmap unmaps a range. With Dialect.UnmapByMapping a range that holds
+// several of MemMap's mappings is unmapped one mapping at a time, in address
+// order, since the vendor's call would release only the first.
 func (b *Backend) MemUnmap(p gpumem.Ptr, size uint64) error {
-	return b.call(0, symtab.MemUnmap, uintptr(p), uintptr(size), 0, 0, 0, 0)
+	if !b.d.UnmapByMapping {
+		return b.call(0, symtab.MemUnmap, uintptr(p), uintptr(size), 0, 0, 0, 0)
+	}
+	within := b.maps.within(p, size)
+	if len(within) <= 1 {
+		if err := b.call(0, symtab.MemUnmap, uintptr(p), uintptr(size), 0, 0, 0, 0); err != nil {
+			return err
+		}
+		b.maps.remove(within)
+		return nil
+	}
+	for i, m := range within {
+		if err := b.call(0, symtab.MemUnmap, uintptr(m.p), uintptr(m.size), 0, 0, 0, 0); err != nil {
+			b.maps.remove(within[:i])
+			return fmt.Errorf("unmapping mapping %d of %d at %#x (%d bytes) of the range at %#x: %w", i+1, len(within), uintptr(m.p), m.size, uintptr(p), err)
+		}
+	}
+	b.maps.remove(within)
+	return nil
+}
+
+// mapping is one MemMap: size bytes at p.
+type mapping struct {
+	p    gpumem.Ptr
+	size uint64
+}
+
+// mappings records the live MemMap mappings by start address (HIP only;
+// virtual memory calls are off the allocation fast path).
+type mappings struct {
+	mu sync.Mutex
+	m  map[gpumem.Ptr]uint64
+}
+
+func (ms *mappings) add(p gpumem.Ptr, size uint64) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.m == nil {
+		ms.m = map[gpumem.Ptr]uint64{}
+	}
+	ms.m[p] = size
+}
+
+// within returns the mappings that start in [p, p+size), in address order.
+func (ms *mappings) within(p gpumem.Ptr, size uint64) []mapping {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	var out []mapping
+	for q, n := range ms.m {
+		if q >= p && uint64(q-p) < size {
+			out = append(out, mapping{q, n})
+		}
+	}
+	slices.SortFunc(out, func(a, b mapping) int {
+		if a.p < b.p {
+			return -1
+		}
+		if a.p > b.p {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func (ms *mappings) remove(done []mapping) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	for _, m := range done {
+		delete(ms.m, m.p)
+	}
 }
 
 // MemSetAccess grants dev access to a mapped range.

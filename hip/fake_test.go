@@ -1,0 +1,261 @@
+package hip
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/native"
+	"github.com/gpumem/gpumem/internal/symtab"
+)
+
+// A fake libamdhip64 behind the loader seam, behaving as clr does where the
+// backend must work around it: hipMemUnmap releases only the mapping at the
+// start address; hipMemAddressReserve answers a size misaligned for device
+// 0 with out of memory; hipUserObjectRelease runs the destructor inside the
+// call.
+
+type fakeLib struct{ syms map[string]uintptr }
+
+func (f *fakeLib) Path() string { return "fake-libamdhip64.so" }
+func (f *fakeLib) Sym(name string) (uintptr, error) {
+	if a, ok := f.syms[name]; ok {
+		return a, nil
+	}
+	return 0, fmt.Errorf("fake: undefined symbol %s: %w", name, gpumem.ErrNotSupported)
+}
+func (f *fakeLib) Close() error { return nil }
+
+func put[T any](addr uintptr, v T) {
+	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
+	*(*T)(p) = v
+}
+
+func get[T any](addr uintptr) T {
+	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
+	return *(*T)(p)
+}
+
+// fake is the state of the fake runtime (one per process: its functions are
+// C callbacks, of which a process may make only so many).
+var fake struct {
+	once    sync.Once
+	fns     map[string]uintptr
+	mu      sync.Mutex
+	version int32
+	gran    [2]uint64          // minimum granularity per device
+	attrs   map[[2]int32]int32 // (attribute, device) -> value
+	mapped  map[uintptr]uintptr
+	current atomic.Int32
+	poolSet map[[2]uintptr]uint64 // (pool, attribute) -> value
+	inCall  atomic.Bool           // inside hipUserObjectRelease
+}
+
+func fakeFunctions() map[string]uintptr {
+	fake.once.Do(func() {
+		cb := purego.NewCallback
+		ok := cb(func(a1, a2, a3, a4, a5, a6 uintptr) uintptr { return 0 })
+		var destroy, destroyArg uintptr
+		fake.fns = map[string]uintptr{
+			"hipInit":              cb(func(uintptr) uintptr { return 0 }),
+			"hipGetDeviceCount":    cb(func(p uintptr) uintptr { put[int32](p, 2); return 0 }),
+			"hipRuntimeGetVersion": cb(func(p uintptr) uintptr { put(p, fake.version); return 0 }),
+			"hipDriverGetVersion":  cb(func(p uintptr) uintptr { put(p, fake.version); return 0 }),
+			"hipSetDevice":         cb(func(d uintptr) uintptr { fake.current.Store(int32(d)); return 0 }),
+			"hipDeviceGetAttribute": cb(func(p, attr, dev uintptr) uintptr {
+				fake.mu.Lock()
+				defer fake.mu.Unlock()
+				put(p, fake.attrs[[2]int32{int32(attr), int32(dev)}])
+				return 0
+			}),
+			"hipMemGetAllocationGranularity": cb(func(p, prop, opt uintptr) uintptr {
+				// the CUDA-like layout: location.id at 12
+				put(p, fake.gran[get[int32](prop+12)])
+				return 0
+			}),
+			"hipMemAddressReserve": cb(func(p, size, align, addr, flags uintptr) uintptr {
+				if uint64(size)%fake.gran[0] != 0 {
+					return 2 // hipErrorOutOfMemory, as clr 6.2 says
+				}
+				put[uintptr](p, 0x7f0000000000)
+				return 0
+			}),
+			"hipMemMap": cb(func(p, size, off, h, flags uintptr) uintptr {
+				fake.mu.Lock()
+				defer fake.mu.Unlock()
+				fake.mapped[p] = size
+				return 0
+			}),
+			"hipMemUnmap": cb(func(p, size uintptr) uintptr {
+				fake.mu.Lock()
+				defer fake.mu.Unlock()
+				if _, ok := fake.mapped[p]; !ok {
+					return 1
+				}
+				delete(fake.mapped, p) // only the mapping at p, whatever size says
+				return 0
+			}),
+			"hipDeviceGetDefaultMemPool": cb(func(p, dev uintptr) uintptr { put(p, 0x900+dev); return 0 }),
+			"hipMemPoolSetAttribute": cb(func(pool, attr, v uintptr) uintptr {
+				fake.mu.Lock()
+				defer fake.mu.Unlock()
+				fake.poolSet[[2]uintptr{pool, attr}] = get[uint64](v)
+				return 0
+			}),
+			"hipUserObjectCreate": cb(func(p, arg, fn, count, flags uintptr) uintptr {
+				destroy, destroyArg = fn, arg
+				put[uintptr](p, 0x500)
+				return 0
+			}),
+			"hipUserObjectRelease": cb(func(o, count uintptr) uintptr {
+				fake.inCall.Store(true)
+				purego.SyscallN(destroy, destroyArg)
+				fake.inCall.Store(false)
+				return 0
+			}),
+		}
+		for _, r := range symtab.Driver.Rows {
+			if s := r.Symbol[symtab.HIP]; s != "" {
+				if _, done := fake.fns[s]; !done {
+					fake.fns[s] = ok
+				}
+			}
+		}
+	})
+	return fake.fns
+}
+
+// openFake opens the backend over the fake runtime of version v, whose two
+// devices have the given attributes and minimum granularities.
+func openFake(t *testing.T, v int32, attrs map[[2]int32]int32, gran [2]uint64) *native.Backend {
+	t.Helper()
+	fns := fakeFunctions()
+	fake.mu.Lock()
+	fake.version, fake.attrs, fake.gran = v, attrs, gran
+	fake.mapped, fake.poolSet = map[uintptr]uintptr{}, map[[2]uintptr]uint64{}
+	fake.mu.Unlock()
+	b, err := open(func(...string) (native.Library, error) { return &fakeLib{syms: fns}, nil }, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.(*native.Backend)
+}
+
+// TestUnmapGrownSegment: a range holding several mappings is unmapped
+// mapping by mapping, so that none stays mapped (clr's hipMemUnmap releases
+// only the one at the start address).
+func TestUnmapGrownSegment(t *testing.T) {
+	b := openFake(t, 60200000, nil, [2]uint64{2 << 20, 2 << 20})
+	base := gpumem.Ptr(0x7f0000000000)
+	for i, n := range []uint64{2 << 20, 4 << 20, 2 << 20} {
+		off := []uint64{0, 2 << 20, 6 << 20}[i]
+		if err := b.MemMap(base+gpumem.Ptr(off), n, 0, gpumem.MemHandle{Handle: uint64(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.MemUnmap(base, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if len(fake.mapped) != 0 {
+		t.Errorf("after unmapping the whole range, %d mappings are left: %v", len(fake.mapped), fake.mapped)
+	}
+}
+
+// TestReserveMixedGranularity: a size aligned for device 1 but not for
+// device 0 is reserved (rounded up), not refused as out of memory.
+func TestReserveMixedGranularity(t *testing.T) {
+	b := openFake(t, 60200000, nil, [2]uint64{4 << 20, 2 << 20})
+	p, err := b.MemAddressReserve(6<<20, 2<<20)
+	if err != nil {
+		t.Fatalf("reserving 6 MiB with granularities 4 MiB and 2 MiB: %v", err)
+	}
+	if err := b.MemAddressFree(p, 6<<20); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestManagedMigrationFollowsXNACK: with XNACK off (pageable memory access
+// 0) managed pages do not migrate, whatever concurrent managed access says.
+func TestManagedMigrationFollowsXNACK(t *testing.T) {
+	const cma, pageable = 9, 65
+	b := openFake(t, 60200000, map[[2]int32]int32{{cma, 0}: 1, {cma, 1}: 1, {pageable, 1}: 1}, [2]uint64{})
+	for dev, want := range []bool{false, true} {
+		got, err := b.ManagedPagesMigrate(dev)
+		if err != nil || got != want {
+			t.Errorf("device %d: ManagedPagesMigrate = %v, %v; want %v", dev, got, err, want)
+		}
+	}
+}
+
+// TestVMMAttributeFrom53: the virtual-memory-management attribute (89) is
+// asked of 5.3 and later, and not supported on 5.2.
+func TestVMMAttributeFrom53(t *testing.T) {
+	b := openFake(t, 50300000, map[[2]int32]int32{{89, 0}: 1}, [2]uint64{})
+	if v, err := b.DeviceAttribute(0, gpumem.AttrVirtualMemoryManagement); err != nil || v != 1 {
+		t.Errorf("HIP 5.3: VMM attribute = %d, %v; want 1", v, err)
+	}
+	b = openFake(t, 50200000, nil, [2]uint64{})
+	if _, err := b.DeviceAttribute(0, gpumem.AttrVirtualMemoryManagement); !errors.Is(err, gpumem.ErrNotSupported) {
+		t.Errorf("HIP 5.2: VMM attribute error %v, want not supported", err)
+	}
+}
+
+// TestPoolReleaseThresholdOnGfx11: the default pool of a gfx11 device gets
+// the maximum release threshold; a gfx9 device's is left alone.
+func TestPoolReleaseThresholdOnGfx11(t *testing.T) {
+	b := openFake(t, 60200000, map[[2]int32]int32{{23, 0}: 11, {23, 1}: 9}, [2]uint64{})
+	for dev := 0; dev < 2; dev++ {
+		if _, err := b.DefaultMemPool(dev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if v, ok := fake.poolSet[[2]uintptr{0x900, 4}]; !ok || v != ^uint64(0) {
+		t.Errorf("gfx11 default pool's release threshold = %d (set %v), want the maximum", v, ok)
+	}
+	if _, ok := fake.poolSet[[2]uintptr{0x901, 4}]; ok {
+		t.Error("gfx9 default pool's release threshold was set")
+	}
+}
+
+// TestDestructorOutsideRelease: a user object's destructor runs after the
+// releasing HIP call returned, so that it may call HIP itself.
+func TestDestructorOutsideRelease(t *testing.T) {
+	b := openFake(t, 60200000, nil, [2]uint64{})
+	inside := make(chan bool, 1)
+	o, err := b.UserObjectCreate(0, func() { inside <- fake.inCall.Load() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.UserObjectRelease(o, 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case in := <-inside:
+		if in {
+			t.Error("the destructor ran inside hipUserObjectRelease")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the destructor never ran")
+	}
+}
+
+// TestVirtualMemoryDefault: off before 7.0, on from it.
+func TestVirtualMemoryDefault(t *testing.T) {
+	for v, want := range map[int32]bool{60443484: false, 70253211: true} {
+		b := openFake(t, v, nil, [2]uint64{})
+		if got, why := b.VirtualMemoryDefault(); got != want || (!got && why == "") {
+			t.Errorf("HIP %d: VirtualMemoryDefault = %v, %q; want %v", v, got, why, want)
+		}
+	}
+}
