@@ -62,7 +62,7 @@ func compileKernelPair(t *testing.T, b gpumem.Backend) []byte {
 // launch up to 64 MiB.
 func TestGPUCompiled(t *testing.T) {
 	b := openGPU(t, "cuda")
-	defer b.Close()
+	t.Cleanup(func() { b.Close() }) // after the module's unload, registered later
 	kp := loadKernelPair(t, b, compileKernelPair(t, b))
 	free, _, err := b.MemInfo(0)
 	must(t, err)
@@ -81,7 +81,7 @@ func TestGPUCompiledFatbin(t *testing.T) {
 	image, err := os.ReadFile(path)
 	must(t, err)
 	b := openGPU(t, "cuda")
-	defer b.Close()
+	t.Cleanup(func() { b.Close() }) // after the module's unload, registered later
 	kp := loadKernelPair(t, b, image)
 	for _, n := range []uint64{256, 16 << 20} {
 		t.Run(sizeName(4*n), func(t *testing.T) {
