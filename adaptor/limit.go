@@ -70,7 +70,7 @@ func NewLimit(up gpumem.Allocator, bytes uint64) (*Limit, error) {
 		return nil, err
 	}
 	if bytes == 0 {
-		return nil, fmt.Errorf("gpumem: adaptor.Limit: a limit of 0 bytes: %w", gpumem.ErrInvalidValue)
+		return nil, fmt.Errorf("adaptor.Limit: a limit of 0 bytes: %w", gpumem.ErrInvalidValue)
 	}
 	return &Limit{link: link{up: up, name: "adaptor.Limit"}, cap: bytes, devs: map[int]*limitDevice{}, live: map[gpumem.Ptr]liveAlloc{}}, nil
 }
@@ -83,17 +83,17 @@ func NewLimitFraction(up gpumem.Allocator, b gpumem.Backend, fraction float64) (
 		return nil, err
 	}
 	if b == nil || !(fraction > 0 && fraction <= 1) {
-		return nil, fmt.Errorf("gpumem: adaptor.Limit: fraction %v (want (0, 1]) or nil backend: %w", fraction, gpumem.ErrInvalidValue)
+		return nil, fmt.Errorf("adaptor.Limit: fraction %v (want (0, 1]) or nil backend: %w", fraction, gpumem.ErrInvalidValue)
 	}
 	n, err := b.DeviceCount()
 	if err != nil {
-		return nil, fmt.Errorf("gpumem: adaptor.Limit: %w", err)
+		return nil, fmt.Errorf("adaptor.Limit: %w", err)
 	}
 	caps := make(map[int]uint64, n)
 	for dev := 0; dev < n; dev++ {
 		_, total, err := b.MemInfo(dev)
 		if err != nil {
-			return nil, fmt.Errorf("gpumem: adaptor.Limit: device %d: %w", dev, err)
+			return nil, fmt.Errorf("adaptor.Limit: device %d: %w", dev, err)
 		}
 		caps[dev] = max(uint64(float64(total)*fraction), 1)
 	}
@@ -143,7 +143,7 @@ func (l *Limit) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 	}
 	limit := l.Cap(s.Device)
 	if limit == 0 {
-		return 0, fmt.Errorf("gpumem: adaptor.Limit: device %d: no such device: %w", s.Device, gpumem.ErrInvalidValue)
+		return 0, fmt.Errorf("adaptor.Limit: device %d: no such device: %w", s.Device, gpumem.ErrInvalidValue)
 	}
 	for attempt := 0; ; attempt++ {
 		l.mu.Lock()
