@@ -3,7 +3,6 @@ package adaptor
 // See doc.go for an overview.
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
@@ -55,11 +54,6 @@ type Limit struct {
 type limitDevice struct {
 	used uint64 // bytes asked for by live allocations
 	ooms int64  // failures at the cap
-}
-
-type liveAlloc struct {
-	dev  int
-	size uint64
 }
 
 var _ gpumem.Adaptor = (*Limit)(nil)
@@ -183,43 +177,12 @@ func (l *Limit) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 // Deallocate frees p, allocated through l, through the upstream; s is the
 // stream on which its last use is ordered.
 func (l *Limit) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
-	if l.closed.Load() {
-		return l.errClosed()
-	}
-	l.mu.Lock()
-	a, ok := l.live[p]
-	if !ok {
-		l.mu.Unlock()
-		return l.errForeign("Deallocate", p)
-	}
-	delete(l.live, p)
-	l.mu.Unlock()
-	if err := l.up.Deallocate(p, s); err != nil {
-		if !errors.Is(err, gpumem.ErrClosed) {
-			l.mu.Lock()
-			l.live[p] = a // still allocated upstream
-			l.mu.Unlock()
-		}
-		return err
-	}
-	l.mu.Lock()
-	l.devs[a.dev].used -= a.size
-	l.mu.Unlock()
-	return nil
+	return l.deallocateLive(&l.mu, l.live, p, s, func(a liveAlloc) { l.devs[a.dev].used -= a.size })
 }
 
 // RecordStream marks p, allocated through l, as used on s (upstream).
 func (l *Limit) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
-	if l.closed.Load() {
-		return l.errClosed()
-	}
-	l.mu.Lock()
-	_, ok := l.live[p]
-	l.mu.Unlock()
-	if !ok {
-		return l.errForeign("RecordStream", p)
-	}
-	return l.up.RecordStream(p, s)
+	return l.recordLive(&l.mu, l.live, p, s)
 }
 
 // Stats returns the upstream's statistics of device dev, with the failures
