@@ -44,10 +44,11 @@ type OOMObserver func(err *OutOfMemoryError)
 // returns to the device whatever the allocator holds that no allocation
 // uses (it does not wait for other streams' work). The OOM handler is called
 // with no lock held before an allocation fails for lack of memory, and may
-// ask for another attempt (see RetryOnOOM for the bound); observers are told
-// of every failure that is returned. Close releases everything the allocator
-// holds, whatever is still allocated; every call after it matches ErrClosed,
-// except Close (nil) and Stats (zero).
+// ask for another attempt, at most eight times for one allocation (attempt
+// 0 to 7: a handler that frees nothing cannot hold the caller); observers
+// are told of every failure that is returned. Close releases everything the
+// allocator holds, whatever is still allocated; every call after it matches
+// ErrClosed, except Close (nil) and Stats (zero).
 //
 // Optional abilities are small interfaces of their own (HistoryKeeper,
 // Snapshotter, DeviceSetter); find them through adaptors with HistoryOf,

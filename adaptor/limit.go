@@ -3,7 +3,6 @@ package adaptor
 // See doc.go for an overview.
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
@@ -57,11 +56,6 @@ type limitDevice struct {
 	ooms int64  // failures at the cap
 }
 
-type liveAlloc struct {
-	dev  int
-	size uint64
-}
-
 var _ gpumem.Adaptor = (*Limit)(nil)
 
 // NewLimit returns a Limit of bytes per device over up.
@@ -70,7 +64,7 @@ func NewLimit(up gpumem.Allocator, bytes uint64) (*Limit, error) {
 		return nil, err
 	}
 	if bytes == 0 {
-		return nil, fmt.Errorf("gpumem: adaptor.Limit: a limit of 0 bytes: %w", gpumem.ErrInvalidValue)
+		return nil, fmt.Errorf("adaptor.Limit: a limit of 0 bytes: %w", gpumem.ErrInvalidValue)
 	}
 	return &Limit{link: link{up: up, name: "adaptor.Limit"}, cap: bytes, devs: map[int]*limitDevice{}, live: map[gpumem.Ptr]liveAlloc{}}, nil
 }
@@ -83,17 +77,17 @@ func NewLimitFraction(up gpumem.Allocator, b gpumem.Backend, fraction float64) (
 		return nil, err
 	}
 	if b == nil || !(fraction > 0 && fraction <= 1) {
-		return nil, fmt.Errorf("gpumem: adaptor.Limit: fraction %v (want (0, 1]) or nil backend: %w", fraction, gpumem.ErrInvalidValue)
+		return nil, fmt.Errorf("adaptor.Limit: fraction %v (want (0, 1]) or nil backend: %w", fraction, gpumem.ErrInvalidValue)
 	}
 	n, err := b.DeviceCount()
 	if err != nil {
-		return nil, fmt.Errorf("gpumem: adaptor.Limit: %w", err)
+		return nil, fmt.Errorf("adaptor.Limit: %w", err)
 	}
 	caps := make(map[int]uint64, n)
 	for dev := 0; dev < n; dev++ {
 		_, total, err := b.MemInfo(dev)
 		if err != nil {
-			return nil, fmt.Errorf("gpumem: adaptor.Limit: device %d: %w", dev, err)
+			return nil, fmt.Errorf("adaptor.Limit: device %d: %w", dev, err)
 		}
 		caps[dev] = max(uint64(float64(total)*fraction), 1)
 	}
@@ -143,7 +137,7 @@ func (l *Limit) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 	}
 	limit := l.Cap(s.Device)
 	if limit == 0 {
-		return 0, fmt.Errorf("gpumem: adaptor.Limit: device %d: no such device: %w", s.Device, gpumem.ErrInvalidValue)
+		return 0, fmt.Errorf("adaptor.Limit: device %d: no such device: %w", s.Device, gpumem.ErrInvalidValue)
 	}
 	for attempt := 0; ; attempt++ {
 		l.mu.Lock()
@@ -183,43 +177,12 @@ func (l *Limit) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 // Deallocate frees p, allocated through l, through the upstream; s is the
 // stream on which its last use is ordered.
 func (l *Limit) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
-	if l.closed.Load() {
-		return l.errClosed()
-	}
-	l.mu.Lock()
-	a, ok := l.live[p]
-	if !ok {
-		l.mu.Unlock()
-		return l.errForeign("Deallocate", p)
-	}
-	delete(l.live, p)
-	l.mu.Unlock()
-	if err := l.up.Deallocate(p, s); err != nil {
-		if !errors.Is(err, gpumem.ErrClosed) {
-			l.mu.Lock()
-			l.live[p] = a // still allocated upstream
-			l.mu.Unlock()
-		}
-		return err
-	}
-	l.mu.Lock()
-	l.devs[a.dev].used -= a.size
-	l.mu.Unlock()
-	return nil
+	return l.deallocateLive(&l.mu, l.live, p, s, func(a liveAlloc) { l.devs[a.dev].used -= a.size })
 }
 
 // RecordStream marks p, allocated through l, as used on s (upstream).
 func (l *Limit) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
-	if l.closed.Load() {
-		return l.errClosed()
-	}
-	l.mu.Lock()
-	_, ok := l.live[p]
-	l.mu.Unlock()
-	if !ok {
-		return l.errForeign("RecordStream", p)
-	}
-	return l.up.RecordStream(p, s)
+	return l.recordLive(&l.mu, l.live, p, s)
 }
 
 // Stats returns the upstream's statistics of device dev, with the failures

@@ -19,26 +19,26 @@ type link struct {
 // checkUpstream refuses a nil upstream.
 func checkUpstream(up gpumem.Allocator, name string) error {
 	if up == nil {
-		return fmt.Errorf("gpumem: %s: nil upstream: %w", name, gpumem.ErrInvalidValue)
+		return fmt.Errorf("%s: nil upstream: %w", name, gpumem.ErrInvalidValue)
 	}
 	return nil
 }
 
 // errClosed is the error of every call after Close.
 func (l *link) errClosed() error {
-	return fmt.Errorf("gpumem: %s: closed: %w", l.name, gpumem.ErrClosed)
+	return fmt.Errorf("%s: closed: %w", l.name, gpumem.ErrClosed)
 }
 
 // errForeign is the error of a pointer the adaptor did not hand out.
 func (l *link) errForeign(op string, p gpumem.Ptr) error {
-	return fmt.Errorf("gpumem: %s: %s of %#x: not allocated through this adaptor, or already freed: %w",
+	return fmt.Errorf("%s: %s of %#x: not allocated through this adaptor, or already freed: %w",
 		l.name, op, uintptr(p), gpumem.ErrInvalidValue)
 }
 
 // errZero is the error of a zero-byte allocation, refused before the
 // upstream is asked so that every adaptor reports it alike.
 func (l *link) errZero() error {
-	return fmt.Errorf("gpumem: %s: zero-byte allocation: %w", l.name, gpumem.ErrInvalidValue)
+	return fmt.Errorf("%s: zero-byte allocation: %w", l.name, gpumem.ErrInvalidValue)
 }
 
 // Upstream returns the allocator the adaptor wraps.

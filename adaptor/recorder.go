@@ -76,7 +76,7 @@ func NewRecorder(up gpumem.Allocator, w io.Writer) (*Recorder, error) {
 		return nil, err
 	}
 	if w == nil {
-		return nil, fmt.Errorf("gpumem: adaptor.Recorder: nil writer: %w", gpumem.ErrInvalidValue)
+		return nil, fmt.Errorf("adaptor.Recorder: nil writer: %w", gpumem.ErrInvalidValue)
 	}
 	return &Recorder{link: link{up: up, name: "adaptor.Recorder"}, w: w, streams: map[gpumem.Stream]int{}, live: map[gpumem.Ptr]*recorded{}}, nil
 }
@@ -129,7 +129,7 @@ func (r *Recorder) writeLocked(alloc bool, id, size uint64, stream int) {
 	b = append(b, '\n')
 	r.buf = b
 	if _, err := r.w.Write(b); err != nil {
-		r.err = fmt.Errorf("gpumem: adaptor.Recorder: %w", err)
+		r.err = fmt.Errorf("adaptor.Recorder: %w", err)
 	}
 }
 

@@ -106,43 +106,12 @@ func (s *Statistics) Allocate(size uint64, st gpumem.Stream) (gpumem.Ptr, error)
 // Deallocate frees p, allocated through s, through the upstream, and
 // uncounts it; st is the stream on which its last use is ordered.
 func (s *Statistics) Deallocate(p gpumem.Ptr, st gpumem.Stream) error {
-	if s.closed.Load() {
-		return s.errClosed()
-	}
-	s.mu.Lock()
-	a, ok := s.live[p]
-	if !ok {
-		s.mu.Unlock()
-		return s.errForeign("Deallocate", p)
-	}
-	delete(s.live, p)
-	s.mu.Unlock()
-	if err := s.up.Deallocate(p, st); err != nil {
-		if !errors.Is(err, gpumem.ErrClosed) {
-			s.mu.Lock()
-			s.live[p] = a // still allocated upstream
-			s.mu.Unlock()
-		}
-		return err
-	}
-	s.mu.Lock()
-	countLocked(s.statsLocked(a.dev), a.size, -1)
-	s.mu.Unlock()
-	return nil
+	return s.deallocateLive(&s.mu, s.live, p, st, func(a liveAlloc) { countLocked(s.statsLocked(a.dev), a.size, -1) })
 }
 
 // RecordStream marks p, allocated through s, as used on st (upstream).
 func (s *Statistics) RecordStream(p gpumem.Ptr, st gpumem.Stream) error {
-	if s.closed.Load() {
-		return s.errClosed()
-	}
-	s.mu.Lock()
-	_, ok := s.live[p]
-	s.mu.Unlock()
-	if !ok {
-		return s.errForeign("RecordStream", p)
-	}
-	return s.up.RecordStream(p, st)
+	return s.recordLive(&s.mu, s.live, p, st)
 }
 
 // Stats returns the statistics of the traffic through s on device dev.

@@ -138,7 +138,8 @@ func testOOMHandler(t *testing.T, f *fixture) {
 }
 
 // testOOMRetryBound installs a handler that always asks for a retry: the
-// allocation fails after at most oomhooks.MaxAttempts calls.
+// allocation fails after at most oomhooks.MaxAttempts calls, told attempts
+// 0, 1, 2... in order.
 func testOOMRetryBound(t *testing.T, f *fixture) {
 	n := f.big()
 	p := f.alloc(t, n, f.s)
@@ -147,6 +148,9 @@ func testOOMRetryBound(t *testing.T, f *fixture) {
 	f.a.SetOOMHandler(func(dev int, size uint64, attempt int) bool {
 		mu.Lock()
 		defer mu.Unlock()
+		if attempt != calls {
+			t.Errorf("handler call %d was told attempt %d; attempts count from 0, one per call", calls, attempt)
+		}
 		calls++
 		return calls <= 4*oomhooks.MaxAttempts // past that, the bound is broken; stop
 	})

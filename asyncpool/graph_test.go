@@ -22,6 +22,12 @@ func (r *rig) graphRun(g gpumem.Graph, s gpumem.Stream, launches int) {
 			r.t.Fatalf("GraphLaunch %d: %v", i, err)
 		}
 	}
+	r.graphDestroy(ge, g, s)
+}
+
+// graphDestroy waits for s, then destroys the executable graph ge and g.
+func (r *rig) graphDestroy(ge gpumem.GraphExec, g gpumem.Graph, s gpumem.Stream) {
+	r.t.Helper()
 	if err := r.g.StreamSynchronize(s); err != nil {
 		r.t.Fatalf("StreamSynchronize: %v", err)
 	}
@@ -120,15 +126,7 @@ func TestGraphAllocInsideFreeOutside(t *testing.T) {
 	if r.a.Counters(0).GraphReleased != 0 {
 		t.Errorf("freed while the graph exists")
 	}
-	if err := r.g.StreamSynchronize(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.g.GraphExecDestroy(ge); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.g.GraphDestroy(g); err != nil {
-		t.Fatal(err)
-	}
+	r.graphDestroy(ge, g, s)
 	before = r.calls("FreeAsync")
 	r.poke(s)
 	if n := r.delta(before, "FreeAsync"); n != 2 { // the graph's memory and the poke's
@@ -201,15 +199,7 @@ func TestGraphAllocOutsideFreeInside(t *testing.T) {
 	if r.a.Counters(0).GraphReleased != 0 {
 		t.Errorf("freed while the graph exists")
 	}
-	if err := r.g.StreamSynchronize(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.g.GraphExecDestroy(ge); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.g.GraphDestroy(g); err != nil {
-		t.Fatal(err)
-	}
+	r.graphDestroy(ge, g, s)
 	r.poke(s)
 	r.poke(s)
 	c := r.a.Counters(0)

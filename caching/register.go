@@ -16,21 +16,7 @@ var (
 func init() {
 	gpumem.RegisterAllocator(gpumem.AllocatorInfo{
 		Name: config.BackendCaching,
-		New:  newFromConf,
+		New:  config.Builder(OptionsFromConf, New),
 		Doc:  "PyTorch's caching allocator: best-fit blocks split from cached segments, stream-ordered reuse",
 	})
-}
-
-// newFromConf builds a caching allocator on b from a GPUMEM_ALLOC_CONF
-// string, for the allocator registry.
-func newFromConf(b gpumem.Backend, conf string) (gpumem.Allocator, error) {
-	c, err := config.Parse(conf)
-	if err != nil {
-		return nil, err
-	}
-	o, err := OptionsFromConf(c)
-	if err != nil {
-		return nil, err
-	}
-	return New(b, o)
 }

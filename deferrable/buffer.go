@@ -79,6 +79,21 @@ func (b *Buffer) usableLocked(op string) error {
 	return nil
 }
 
+// lockUsable checks b, locks its manager and checks that b can be used;
+// on success the manager is returned locked, on failure unlocked.
+func (b *Buffer) lockUsable(op string) (*Manager, error) {
+	if err := b.valid(op); err != nil {
+		return nil, err
+	}
+	m := b.m
+	m.mu.Lock()
+	if err := b.usableLocked(op); err != nil {
+		m.mu.Unlock()
+		return nil, err
+	}
+	return m, nil
+}
+
 // waitLocked waits until no goroutine is moving b, then checks it is usable.
 func (b *Buffer) waitLocked(op string) error {
 	for {

@@ -98,16 +98,11 @@ func (b *Buffer) acquire(s gpumem.Stream, async bool) (gpumem.Ptr, error) {
 // on each stream the holders named, so a later spill or free waits for the
 // work they queued there; the host does not wait.
 func (b *Buffer) Release() error {
-	const op = "release"
-	if err := b.valid(op); err != nil {
+	m, err := b.lockUsable("release")
+	if err != nil {
 		return err
 	}
-	m := b.m
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := b.usableLocked(op); err != nil {
-		return err
-	}
 	if b.syncLocks == 0 {
 		return fmt.Errorf("deferrable: release: buffer %d is not acquired: %w", b.id, gpumem.ErrInvalidValue)
 	}
@@ -129,16 +124,11 @@ func (b *Buffer) Release() error {
 // the lock drops when s reaches it (checked lazily, when the manager looks for
 // buffers to spill). The host does not wait.
 func (b *Buffer) ReleaseAsync(s gpumem.Stream) error {
-	const op = "release async"
-	if err := b.valid(op); err != nil {
+	m, err := b.lockUsable("release async")
+	if err != nil {
 		return err
 	}
-	m := b.m
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := b.usableLocked(op); err != nil {
-		return err
-	}
 	if b.held[s] == 0 {
 		return fmt.Errorf("deferrable: release async: buffer %d is not held on %v: %w", b.id, s, gpumem.ErrInvalidValue)
 	}

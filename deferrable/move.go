@@ -156,9 +156,7 @@ func (m *Manager) fromDevice(b *Buffer, to Tier, fallback bool) (func(), error) 
 	m.addTierLocked(to, size, 1)
 	b.tier, b.dptr = to, 0
 	m.dropFencesLocked(b)
-	stat.Count++
-	stat.Bytes += size
-	stat.Duration += dur
+	stat.done(size, dur)
 	m.historyLocked(gpumem.ActionSpill, cs, src, size)
 	info := b.infoLocked()
 	m.mu.Unlock()
@@ -208,9 +206,7 @@ func (m *Manager) hostToDisk(b *Buffer) (func(), error) {
 	b.hblk, b.ext, b.tier = hostBlock{}, ext, TierDisk
 	m.subTierLocked(TierHost, size, 1)
 	m.addTierLocked(TierDisk, size, 1)
-	m.st.HostToDisk.Count++
-	m.st.HostToDisk.Bytes += size
-	m.st.HostToDisk.Duration += dur
+	m.st.HostToDisk.done(size, dur)
 	m.historyLocked(gpumem.ActionSpill, gpumem.Stream{Device: m.dev}, 0, size)
 	return m.notifySpill(b.infoLocked(), TierHost), nil
 }
@@ -266,9 +262,7 @@ func (m *Manager) diskToHost(b *Buffer) (func(), error) {
 	b.hblk, b.tier = blk, TierHost
 	m.subTierLocked(TierDisk, size, 1)
 	m.addTierLocked(TierHost, size, 1)
-	m.st.DiskToHost.Count++
-	m.st.DiskToHost.Bytes += size
-	m.st.DiskToHost.Duration += dur
+	m.st.DiskToHost.done(size, dur)
 	m.historyLocked(gpumem.ActionUnspill, gpumem.Stream{Device: m.dev}, 0, size)
 	info := b.infoLocked()
 	if f := m.cb.Unspill; f != nil {
@@ -348,9 +342,7 @@ func (m *Manager) unspill(b *Buffer) (func(), error) {
 	m.events = append(m.events, ev)
 	m.subTierLocked(from, size, 1)
 	m.addTierLocked(TierDevice, size, 1)
-	stat.Count++
-	stat.Bytes += size
-	stat.Duration += dur
+	stat.done(size, dur)
 	m.historyLocked(gpumem.ActionUnspill, cs, p, size)
 	info := b.infoLocked()
 	m.mu.Unlock()

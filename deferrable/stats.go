@@ -36,6 +36,13 @@ func (t Transfer) BytesPerSecond() float64 {
 	return float64(t.Bytes) / t.Duration.Seconds()
 }
 
+// done counts a completed move of size bytes whose copies took dur.
+func (t *Transfer) done(size uint64, dur time.Duration) {
+	t.Count++
+	t.Bytes += size
+	t.Duration += dur
+}
+
 func (t *Transfer) add(o Transfer) {
 	t.Count += o.Count
 	t.Bytes += o.Bytes

@@ -13,7 +13,7 @@ import (
 func init() {
 	gpumem.RegisterAllocator(gpumem.AllocatorInfo{
 		Name:    config.BackendManaged,
-		New:     newFromConf,
+		New:     config.Builder(optionsFromConf, New),
 		Enabled: enabledInfo,
 		Doc:     "caching allocator over unified (managed) memory, with host-preferred and device-preferred pools",
 	})
@@ -28,22 +28,10 @@ func enabledInfo() (bool, string) {
 	return false, "unified memory is not enabled: set " + EnvEnable + "=1 (or call managed.Enable(true)), or name the allocator (backend:managed)"
 }
 
-// newFromConf builds an allocator on b from a configuration string in
-// GPUMEM_ALLOC_CONF syntax (see OptionsFromConf); a backend key naming
-// managed forces it on (Options.Force).
-func newFromConf(b gpumem.Backend, conf string) (gpumem.Allocator, error) {
-	c, err := config.Parse(conf)
-	if err != nil {
-		return nil, err
-	}
+// optionsFromConf is OptionsFromConf with Force set when the backend key
+// names managed: naming the allocator is the opt-in.
+func optionsFromConf(c config.Conf) (Options, error) {
 	o, err := OptionsFromConf(c)
-	if err != nil {
-		return nil, err
-	}
 	o.Force = c.Backend == config.BackendManaged
-	a, err := New(b, o)
-	if err != nil {
-		return nil, err
-	}
-	return a, nil
+	return o, err
 }

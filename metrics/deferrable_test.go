@@ -64,12 +64,7 @@ func TestDeferrableExposition(t *testing.T) {
 	lab := func(extra ...string) []string { return append([]string{"allocator", "kv", "device", "1"}, extra...) }
 	check := func(series string, want float64) {
 		t.Helper()
-		got, ok := e.samples[series]
-		if !ok {
-			t.Errorf("missing %s", series)
-		} else if got != want {
-			t.Errorf("%s = %v, want %v", series, got, want)
-		}
+		e.expect(t, series, want)
 	}
 	for i, ts := range []deferrable.TierStats{st.Device, st.Host, st.Disk} {
 		tier := deferrable.Tier(i).String()

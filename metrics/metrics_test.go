@@ -62,12 +62,7 @@ func expectStats(t *testing.T, e *exposition, name string, dev int, st gpumem.Me
 	}
 	check := func(series string, want float64) {
 		t.Helper()
-		got, ok := e.samples[series]
-		if !ok {
-			t.Errorf("missing %s", series)
-		} else if got != want {
-			t.Errorf("%s = %v, want %v", series, got, want)
-		}
+		e.expect(t, series, want)
 	}
 	for fam, a := range arrays {
 		// gpumem_<base>[_bytes]: base and unit.

@@ -15,6 +15,17 @@ type exposition struct {
 	order   []string           // families in order of appearance
 }
 
+// expect checks that the exposition has series, of value want.
+func (e *exposition) expect(t *testing.T, series string, want float64) {
+	t.Helper()
+	got, ok := e.samples[series]
+	if !ok {
+		t.Errorf("missing %s", series)
+	} else if got != want {
+		t.Errorf("%s = %v, want %v", series, got, want)
+	}
+}
+
 var (
 	metricName = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
 	labelName  = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)

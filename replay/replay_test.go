@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/fakegpu"
 	"github.com/gpumem/gpumem/trace"
 )
 
@@ -33,8 +34,8 @@ f 3 1
 `
 
 func TestRunPeaksAndCounts(t *testing.T) {
-	for name, mk := range map[string]func(g *fakeGPU) gpumem.Allocator{
-		"pass": func(g *fakeGPU) gpumem.Allocator { return newPassAlloc(g) },
+	for name, mk := range map[string]func(g *fakegpu.GPU) gpumem.Allocator{
+		"pass": func(g *fakegpu.GPU) gpumem.Allocator { return newPassAlloc(g) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := newFakeGPU(1 << 30)
@@ -51,15 +52,15 @@ func TestRunPeaksAndCounts(t *testing.T) {
 			if res.PeakRequested != tr.Stats().PeakRequested {
 				t.Fatalf("peak requested %d, trace says %d", res.PeakRequested, tr.Stats().PeakRequested)
 			}
-			if res.Trace != "test" || res.Allocator != "pass" || res.Backend != "fake" || res.Conf != "x:y" || res.Device != "Fake GPU" {
+			if res.Trace != "test" || res.Allocator != "pass" || res.Backend != "fake" || res.Conf != "x:y" || res.Device != "Fake GPU 0" {
 				t.Fatalf("labels %+v", res)
 			}
 			if res.NsPerPair < 0 {
 				t.Fatalf("ns_per_pair %v", res.NsPerPair)
 			}
 			// Close released the live allocation, and the streams are gone.
-			if len(g.live) != 0 || len(g.streams) != 0 {
-				t.Fatalf("left %d allocations and %d streams", len(g.live), len(g.streams))
+			if g.Allocations() != 0 || g.Streams() != 0 {
+				t.Fatalf("left %d allocations and %d streams", g.Allocations(), g.Streams())
 			}
 			last := res.Timeline[len(res.Timeline)-1]
 			if res.Timeline[0].Event != 0 || last.Event != 9 {
@@ -70,7 +71,7 @@ func TestRunPeaksAndCounts(t *testing.T) {
 }
 
 // Frees on another stream than the allocation's are recorded on the free's
-// stream, then deallocated on the allocation's stream (passAlloc rejects any
+// stream, then deallocated on the allocation's stream (fakegpu.Pass rejects any
 // other stream).
 func TestRunCrossStream(t *testing.T) {
 	g := newFakeGPU(1 << 30)
@@ -79,8 +80,8 @@ func TestRunCrossStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	// f 1 0 same; f 2 0 cross (1→0); f 4 2 same; f 3 1 cross (0→1).
-	if a.records != 2 {
-		t.Fatalf("%d RecordStream calls, want 2", a.records)
+	if a.Records() != 2 {
+		t.Fatalf("%d RecordStream calls, want 2", a.Records())
 	}
 }
 
@@ -91,8 +92,8 @@ func TestRunStreamsWrap(t *testing.T) {
 	if _, err := Run(g, mustTrace(t, "a 1 10 0\nf 1 4\n"), a, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if a.records != 0 {
-		t.Fatalf("%d records", a.records)
+	if a.Records() != 0 {
+		t.Fatalf("%d records", a.Records())
 	}
 }
 
@@ -113,7 +114,7 @@ func TestRunOOMContinues(t *testing.T) {
 }
 
 type failAlloc struct {
-	*passAlloc
+	*fakegpu.Pass
 	err error
 }
 
@@ -126,7 +127,7 @@ func TestRunStopsOnOtherErrors(t *testing.T) {
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "event 3") {
 		t.Fatalf("err = %v", err)
 	}
-	if len(g.streams) != 0 {
+	if g.Streams() != 0 {
 		t.Fatal("streams leaked after a failed replay")
 	}
 }
@@ -146,7 +147,7 @@ func TestRunBadInputs(t *testing.T) {
 	if _, err := Run(g, mustTrace(t, small), a, Options{Device: 3}); !errors.Is(err, gpumem.ErrInvalidValue) {
 		t.Errorf("bad device: %v", err)
 	}
-	if !a.closed {
+	if !a.Closed() {
 		t.Error("allocator not closed after a refused replay")
 	}
 	bad := &trace.Trace{Name: "bad", Events: []trace.Event{{ID: 9}}}
@@ -231,7 +232,7 @@ func TestSharedTraceFloor(t *testing.T) {
 // setupAlloc records when Setup is called: the replay sets the device up
 // before its first allocation, and a failed setup fails the replay.
 type setupAlloc struct {
-	*passAlloc
+	*fakegpu.Pass
 	setups    []int
 	allocated bool // an allocation came before Setup
 	fail      error
@@ -239,7 +240,7 @@ type setupAlloc struct {
 
 func (a *setupAlloc) Setup(dev int) error {
 	a.setups = append(a.setups, dev)
-	a.allocated = len(a.live) > 0 || a.stats.NumDeviceAlloc > 0
+	a.allocated = a.Live() > 0 || a.Stats(dev).NumDeviceAlloc > 0
 	return a.fail
 }
 
@@ -248,7 +249,7 @@ func TestRunSetsUpBeforeTheLoop(t *testing.T) {
 		{Alloc: true, ID: 1, Size: 4096}, {ID: 1},
 	}}
 	g := newFakeGPU(1 << 30)
-	a := &setupAlloc{passAlloc: newPassAlloc(g)}
+	a := &setupAlloc{Pass: newPassAlloc(g)}
 	if _, err := Run(g, tr, a, Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -256,11 +257,11 @@ func TestRunSetsUpBeforeTheLoop(t *testing.T) {
 		t.Fatalf("Setup calls %v (after an allocation: %v); want one, for device 0, before the loop", a.setups, a.allocated)
 	}
 	g = newFakeGPU(1 << 30)
-	a = &setupAlloc{passAlloc: newPassAlloc(g), fail: gpumem.ErrNoDevice}
+	a = &setupAlloc{Pass: newPassAlloc(g), fail: gpumem.ErrNoDevice}
 	if _, err := Run(g, tr, a, Options{}); !errors.Is(err, gpumem.ErrNoDevice) {
 		t.Fatalf("Run with a failing Setup: %v", err)
 	}
-	if a.stats.NumDeviceAlloc != 0 {
-		t.Fatalf("%d allocations after a failed Setup", a.stats.NumDeviceAlloc)
+	if n := a.Stats(0).NumDeviceAlloc; n != 0 {
+		t.Fatalf("%d allocations after a failed Setup", n)
 	}
 }

@@ -163,16 +163,7 @@ func symbolsRTC(table, backend, library string, asJSON bool, stdout, stderr io.W
 		fmt.Fprintf(stderr, "gpumem: symbols: %v\n", err)
 		return exitUsage
 	}
-	if asJSON {
-		printJSON(stdout, rep)
-	} else {
-		printSymbols(stdout, rep)
-	}
-	if rep.MissingRequired > 0 {
-		fmt.Fprintf(stderr, "gpumem: %s: %d required symbols missing\n", rep.Library, rep.MissingRequired)
-		return exitFail
-	}
-	return exitOK
+	return writeSymbols(stdout, stderr, rep, asJSON)
 }
 
 // compilerInfo is info's report of the run-time compiler.

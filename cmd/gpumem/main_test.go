@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/fakegpu"
 )
 
 // runCmd runs the program in-process and checks that no input reached the
@@ -25,13 +26,10 @@ func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 }
 
 // withFake makes --backend sim (and the auto fallback) open g.
-func withFake(t *testing.T, g *fakeGPU) {
+func withFake(t *testing.T, g *fakegpu.GPU) {
 	t.Helper()
 	old := openSim
-	openSim = func(devices int, capacity uint64) (gpumem.Backend, error) {
-		g.askedDevices, g.askedCapacity = devices, capacity
-		return g, nil
-	}
+	openSim = g.Open
 	t.Cleanup(func() { openSim = old })
 }
 
@@ -94,7 +92,7 @@ func TestInfoJSON(t *testing.T) {
 		t.Fatalf("devices %v", devs)
 	}
 	d0 := devs[0].(map[string]any)
-	if d0["name"] != "Fake 0" || d0["total_bytes"] != float64(80<<30) || d0["free_bytes"] != float64(80<<30) ||
+	if d0["name"] != "Fake GPU 0" || d0["total_bytes"] != float64(80<<30) || d0["free_bytes"] != float64(80<<30) ||
 		d0["compute_capability"] != "9.0" || d0["managed"] != true || d0["vmm"] != false || d0["index"] != float64(0) {
 		t.Errorf("device %v", d0)
 	}
@@ -107,7 +105,7 @@ func TestInfoJSON(t *testing.T) {
 func TestInfoTable(t *testing.T) {
 	withFake(t, newFakeGPU(1, 1<<30))
 	code, o, _ := runCmd(t, "info", "--backend", "sim")
-	if code != exitOK || !strings.Contains(o, "Fake 0") || !strings.Contains(o, "1.00 GiB") {
+	if code != exitOK || !strings.Contains(o, "Fake GPU 0") || !strings.Contains(o, "1.00 GiB") {
 		t.Fatalf("exit %d, output %q", code, o)
 	}
 }

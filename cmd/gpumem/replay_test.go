@@ -45,8 +45,8 @@ func TestReplayJSON(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, e)
 	}
-	if g.askedCapacity != 80<<30 || g.askedDevices != 1 {
-		t.Errorf("simulator asked for %d devices of %d bytes", g.askedDevices, g.askedCapacity)
+	if devices, capacity := g.Asked(); capacity != 80<<30 || devices != 1 {
+		t.Errorf("simulator asked for %d devices of %d bytes", devices, capacity)
 	}
 	if !strings.Contains(e, "SIMULATED") {
 		t.Errorf("no simulator notice on stderr: %q", e)
@@ -69,7 +69,7 @@ func TestReplayJSON(t *testing.T) {
 	if lines[1]["trace"] != "b" || lines[1]["pairs"] != float64(1) {
 		t.Errorf("second result %v", lines[1])
 	}
-	if !g.closed {
+	if !g.Closed() {
 		t.Error("backend not closed")
 	}
 }

@@ -52,7 +52,13 @@ func cmdSymbols(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, symbolsUsage, err)
 	}
-	if *asJSON {
+	return writeSymbols(stdout, stderr, rep, *asJSON)
+}
+
+// writeSymbols writes rep as JSON or a table and returns the exit status:
+// exitFail, saying so, when required symbols are missing.
+func writeSymbols(stdout, stderr io.Writer, rep gpumem.SymbolReport, asJSON bool) int {
+	if asJSON {
 		printJSON(stdout, rep)
 	} else {
 		printSymbols(stdout, rep)

@@ -96,7 +96,7 @@ func TestPanicIsRecoveredAndReported(t *testing.T) {
 	var got any
 	var stack []byte
 	prev := SetPanicHandler(func(v any, s []byte) { got, stack = v, s })
-	defer SetPanicHandler(prev)
+	t.Cleanup(func() { SetPanicHandler(prev) }) // restores the handler; the one it returns is the test's
 
 	ran := false
 	id := Register(func() { ran = true; panic("boom from a host function") }, true)

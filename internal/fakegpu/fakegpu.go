@@ -29,6 +29,9 @@
 //   - Opening: Open is a function of the shape of a simulator opener
 //     (devices, capacity) that returns the GPU and remembers what it was
 //     asked for (Asked).
+//   - Allocating: Pass is a pass-through gpumem.Allocator (one Malloc per
+//     Allocate) for tests that replay or drive an allocator without the
+//     allocator under test.
 //
 // Operations beyond these (copies, pools, graphs, managed memory) belong
 // to the embedded nil gpumem.Backend and panic if called: a test that

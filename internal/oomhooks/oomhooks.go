@@ -4,6 +4,7 @@
 package oomhooks
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/gpumem/gpumem"
@@ -76,4 +77,19 @@ func (k *Hooks) Retry(dev int, size uint64, attempt int) bool {
 	}
 	h := k.Handler()
 	return h != nil && h(dev, size, attempt)
+}
+
+// CheckAttempts, for tests, returns an error unless attempts are the
+// attempt arguments that a handler always asking for a retry is called
+// with for one allocation: 0 to MaxAttempts-1, in order.
+func CheckAttempts(attempts []int) error {
+	if len(attempts) != MaxAttempts {
+		return fmt.Errorf("handler asked %d times (attempts %v), want %d", len(attempts), attempts, MaxAttempts)
+	}
+	for i, a := range attempts {
+		if a != i {
+			return fmt.Errorf("attempts %v, want 0 to %d in order", attempts, MaxAttempts-1)
+		}
+	}
+	return nil
 }

@@ -49,8 +49,8 @@ func TestRetryIsBounded(t *testing.T) {
 	if k.Retry(0, 1, 0) {
 		t.Fatal("retry with no handler")
 	}
-	calls := 0
-	k.SetHandler(func(dev int, size uint64, attempt int) bool { calls++; return true })
+	var attempts []int
+	k.SetHandler(func(dev int, size uint64, attempt int) bool { attempts = append(attempts, attempt); return true })
 	n := 0
 	for attempt := 0; k.Retry(0, 1, attempt); attempt++ {
 		n++
@@ -58,11 +58,34 @@ func TestRetryIsBounded(t *testing.T) {
 			t.Fatal("unbounded retries")
 		}
 	}
-	if n != MaxAttempts || calls != MaxAttempts {
-		t.Fatalf("%d retries, %d handler calls; want %d", n, calls, MaxAttempts)
+	if n != MaxAttempts {
+		t.Fatalf("%d retries; want %d", n, MaxAttempts)
+	}
+	if err := CheckAttempts(attempts); err != nil {
+		t.Fatal(err)
 	}
 	k.SetHandler(func(dev int, size uint64, attempt int) bool { return false })
 	if k.Retry(0, 1, 0) {
 		t.Fatal("retry after the handler declined")
+	}
+}
+
+func TestCheckAttempts(t *testing.T) {
+	if MaxAttempts != 8 {
+		t.Errorf("MaxAttempts is %d; the Allocator contract in resource.go says eight", MaxAttempts)
+	}
+	good := make([]int, MaxAttempts)
+	for i := range good {
+		good[i] = i
+	}
+	if err := CheckAttempts(good); err != nil {
+		t.Errorf("0 to %d: %v", MaxAttempts-1, err)
+	}
+	swapped := append([]int(nil), good...)
+	swapped[1], swapped[2] = 2, 1
+	for _, bad := range [][]int{nil, good[:MaxAttempts-1], append(good, MaxAttempts), swapped} {
+		if err := CheckAttempts(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 }
