@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/fakegpu"
 	"github.com/gpumem/gpumem/replay"
 )
 
@@ -163,13 +164,15 @@ func TestSimSettingsFromEnv(t *testing.T) {
 	p := writeTrace(t, "x.trace", tinyTrace)
 	t.Setenv("GPUMEM_SIM_CAPACITY", "12GiB")
 	t.Setenv("GPUMEM_SIM_DEVICES", "2")
-	if code, _, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", p); code != exitOK || g.askedCapacity != 12<<30 || g.askedDevices != 2 {
-		t.Fatalf("exit %d, asked %d x %d: %s", code, g.askedDevices, g.askedCapacity, e)
+	if code, _, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", p); code != exitOK || !asked(g, 2, 12<<30) {
+		n, c := g.Asked()
+		t.Fatalf("exit %d, asked %d x %d: %s", code, n, c, e)
 	} else if !strings.Contains(e, "2 devices of 12.00 GiB") {
 		t.Errorf("stderr %q", e)
 	}
-	if code, _, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--sim-capacity", "1.5 GiB", "--sim-devices", "1", p); code != exitOK || g.askedCapacity != 3<<29 || g.askedDevices != 1 {
-		t.Fatalf("flags over env: exit %d, asked %d x %d: %s", code, g.askedDevices, g.askedCapacity, e)
+	if code, _, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--sim-capacity", "1.5 GiB", "--sim-devices", "1", p); code != exitOK || !asked(g, 1, 3<<29) {
+		n, c := g.Asked()
+		t.Fatalf("flags over env: exit %d, asked %d x %d: %s", code, n, c, e)
 	} else if !strings.Contains(e, "1 device of 1.50 GiB") {
 		t.Errorf("stderr %q", e)
 	}
@@ -231,4 +234,10 @@ func TestChartCurvesDistinct(t *testing.T) {
 	if a == r || !strings.Contains(r, "stroke-dasharray") || strings.Contains(a, "stroke-dasharray") {
 		t.Errorf("allocated %q and requested %q are not told apart", a, r)
 	}
+}
+
+// asked reports whether the simulator was asked for n devices of c bytes.
+func asked(g *fakegpu.GPU, n int, c uint64) bool {
+	gn, gc := g.Asked()
+	return gn == n && gc == c
 }
