@@ -48,8 +48,16 @@ type Limit struct {
 	cap        uint64         // every device, when given in bytes
 	devs       map[int]*limitDevice
 	live       map[gpumem.Ptr]liveAlloc
-	fractional bool // the caps are per device (caps), not one (cap)
+	fractional bool   // the caps are per device (caps), not one (cap)
+	hint       string // the OOM error's advice ("" for the default)
 }
+
+// LimitOption adjusts a Limit at construction.
+type LimitOption func(*Limit)
+
+// LimitHint sets the advice that the Limit's out-of-memory errors carry
+// (for example, which configuration key set the limit).
+func LimitHint(hint string) LimitOption { return func(l *Limit) { l.hint = hint } }
 
 type limitDevice struct {
 	used uint64 // bytes asked for by live allocations
@@ -59,20 +67,26 @@ type limitDevice struct {
 var _ gpumem.Adaptor = (*Limit)(nil)
 
 // NewLimit returns a Limit of bytes per device over up.
-func NewLimit(up gpumem.Allocator, bytes uint64) (*Limit, error) {
+func NewLimit(up gpumem.Allocator, bytes uint64, opts ...LimitOption) (*Limit, error) {
 	if err := checkUpstream(up, "adaptor.Limit"); err != nil {
 		return nil, err
 	}
 	if bytes == 0 {
 		return nil, fmt.Errorf("adaptor.Limit: a limit of 0 bytes: %w", gpumem.ErrInvalidValue)
 	}
-	return &Limit{link: link{up: up, name: "adaptor.Limit"}, cap: bytes, devs: map[int]*limitDevice{}, live: map[gpumem.Ptr]liveAlloc{}}, nil
+	l := &Limit{link: link{up: up, name: "adaptor.Limit"}, cap: bytes, devs: map[int]*limitDevice{}, live: map[gpumem.Ptr]liveAlloc{}}
+	for _, o := range opts {
+		o(l)
+	}
+	return l, nil
 }
 
 // NewLimitFraction returns a Limit over up of fraction (in (0, 1]) of each
 // device's total memory, as b.MemInfo reports it when NewLimitFraction is
-// called, rounded down to a byte. b is the backend up allocates from.
-func NewLimitFraction(up gpumem.Allocator, b gpumem.Backend, fraction float64) (*Limit, error) {
+// called, rounded down to a byte. b is the backend up allocates from. A
+// fraction so small that a device's cap rounds to 0 bytes refuses every
+// allocation on it (it is a cap of 0, not no cap).
+func NewLimitFraction(up gpumem.Allocator, b gpumem.Backend, fraction float64, opts ...LimitOption) (*Limit, error) {
 	if err := checkUpstream(up, "adaptor.Limit"); err != nil {
 		return nil, err
 	}
@@ -89,18 +103,29 @@ func NewLimitFraction(up gpumem.Allocator, b gpumem.Backend, fraction float64) (
 		if err != nil {
 			return nil, fmt.Errorf("adaptor.Limit: device %d: %w", dev, err)
 		}
-		caps[dev] = max(uint64(float64(total)*fraction), 1)
+		caps[dev] = uint64(float64(total) * fraction)
 	}
-	return &Limit{link: link{up: up, name: "adaptor.Limit"}, caps: caps, fractional: true, devs: map[int]*limitDevice{}, live: map[gpumem.Ptr]liveAlloc{}}, nil
+	l := &Limit{link: link{up: up, name: "adaptor.Limit"}, caps: caps, fractional: true, devs: map[int]*limitDevice{}, live: map[gpumem.Ptr]liveAlloc{}}
+	for _, o := range opts {
+		o(l)
+	}
+	return l, nil
 }
 
 // Cap returns the limit of device dev in bytes (0 for a device a fractional
 // Limit does not know: allocating on it fails with ErrInvalidValue).
 func (l *Limit) Cap(dev int) uint64 {
+	c, _ := l.capOf(dev)
+	return c
+}
+
+// capOf returns the limit of device dev and whether the Limit knows dev.
+func (l *Limit) capOf(dev int) (uint64, bool) {
 	if l.fractional {
-		return l.caps[dev]
+		c, ok := l.caps[dev]
+		return c, ok
 	}
-	return l.cap
+	return l.cap, true
 }
 
 // Used returns the bytes asked for by the allocations live through l on
@@ -135,8 +160,8 @@ func (l *Limit) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 	if size == 0 {
 		return 0, l.errZero()
 	}
-	limit := l.Cap(s.Device)
-	if limit == 0 {
+	limit, known := l.capOf(s.Device)
+	if !known {
 		return 0, fmt.Errorf("adaptor.Limit: device %d: no such device: %w", s.Device, gpumem.ErrInvalidValue)
 	}
 	for attempt := 0; ; attempt++ {
@@ -155,10 +180,13 @@ func (l *Limit) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 		l.mu.Lock()
 		d.ooms++
 		l.mu.Unlock()
+		hint := l.hint
+		if hint == "" {
+			hint = fmt.Sprintf("The adaptor.Limit of %s on device %d caps the bytes allocated through it; raise it or free memory allocated through it.",
+				gpumem.FormatBytes(limit), s.Device)
+		}
 		oom := &gpumem.OutOfMemoryError{
-			Allocator: l.name, Device: s.Device, Requested: size, Allocated: used, Limit: limit,
-			Hint: fmt.Sprintf("The adaptor.Limit of %s on device %d caps the bytes allocated through it; raise it or free memory allocated through it.",
-				gpumem.FormatBytes(limit), s.Device),
+			Allocator: l.name, Device: s.Device, Requested: size, Allocated: used, Limit: limit, Hint: hint,
 		}
 		l.hooks.Notify(func() *gpumem.OutOfMemoryError { return oom })
 		return 0, oom

@@ -2,6 +2,7 @@ package asyncpool_test
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -356,7 +357,7 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("nil backend: %v", err)
 	}
 	for _, o := range []asyncpool.Options{
-		{ThrottleRatio: -1}, {MemoryFraction: 1.5}, {MemoryFraction: -0.1}, {HistorySize: -1},
+		{ThrottleRatio: -1}, {HistorySize: -1},
 		{CaptureCheck: 9}, {PeerAccess: []int{-1}}, {PeerAccess: []int{3}},
 	} {
 		if _, err := asyncpool.New(r.g, o); !errors.Is(err, gpumem.ErrInvalidValue) {
@@ -413,25 +414,52 @@ func TestOutOfMemory(t *testing.T) {
 	r.free(q, s)
 }
 
+// per_process_memory_fraction is the shared limit adaptor over the pool
+// allocator: the registered constructor puts it there, and its failures
+// name the key.
 func TestMemoryFraction(t *testing.T) {
-	opts := asyncpool.DefaultOptions()
-	opts.MemoryFraction = 0.25
-	cfg := sim.Config{Devices: []sim.DeviceConfig{{Name: "small", Capacity: 1 * gib}}}
-	r := newRig(t, cfg, opts, 1)
-	defer r.finish()
-	s := r.ss[0]
-	p := r.alloc(200*mib, s)
-	_, err := r.a.Allocate(100*mib, s)
+	g, err := sim.New(sim.Config{Devices: []sim.DeviceConfig{{Name: "small", Capacity: 1 * gib}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	a, err := gpumem.NewAllocator(g, "backend:asyncpool,per_process_memory_fraction:0.25")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, ok := a.(gpumem.Adaptor).Upstream().(*asyncpool.Allocator); !ok {
+		t.Fatalf("the fraction is not a limit over the pool allocator: %T", a)
+	}
+	s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.StreamDestroy(s)
+	p, err := a.Allocate(200*mib, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Allocate(100*mib, s)
 	var oe *gpumem.OutOfMemoryError
 	if !errors.As(err, &oe) {
 		t.Fatalf("want OutOfMemoryError under the cap, got %v", err)
 	}
-	if oe.Limit != 256*mib || oe.Err != nil {
-		t.Errorf("limit %d cause %v", oe.Limit, oe.Err)
+	if oe.Limit != 256*mib || !strings.Contains(oe.Hint, "per_process_memory_fraction") {
+		t.Errorf("limit %d hint %q", oe.Limit, oe.Hint)
 	}
-	q := r.alloc(56*mib, s) // exactly at the cap
-	r.free(p, s)
-	r.free(q, s)
+	if st := a.Stats(0); st.NumOOMs != 1 {
+		t.Errorf("num_ooms %d, want 1", st.NumOOMs)
+	}
+	q, err := a.Allocate(56*mib, s) // exactly at the cap
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []gpumem.Ptr{p, q} {
+		if err := a.Deallocate(x, s); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func TestConcurrentGoroutines(t *testing.T) {

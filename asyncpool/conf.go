@@ -7,8 +7,11 @@ import (
 )
 
 // OptionsFromConf builds Options from a parsed GPUMEM_ALLOC_CONF, starting
-// from DefaultOptions. It reads release_threshold_mb, throttle_ratio and
-// per_process_memory_fraction. A key that does not apply to this allocator
+// from DefaultOptions. It reads release_threshold_mb and throttle_ratio;
+// per_process_memory_fraction, a cap on the bytes handed out, is the shared
+// limit adaptor's (adaptor.NewLimitFraction), which the registered
+// constructor (gpumem.NewAllocator with backend:asyncpool) puts over the
+// allocator: a caller of OptionsFromConf and New wraps it the same way. A key that does not apply to this allocator
 // (the caching allocator's pool keys: max_split_size_mb,
 // roundup_power2_divisions, garbage_collection_threshold,
 // expandable_segments; the driver's pool does its own splitting), or a
@@ -30,7 +33,6 @@ func OptionsFromConf(c config.Conf) (Options, error) {
 	if c.ThrottleRatio != 0 {
 		o.ThrottleRatio = c.ThrottleRatio
 	}
-	o.MemoryFraction = c.PerProcessMemoryFraction
 	if err := o.normalize(); err != nil {
 		return o, err
 	}

@@ -17,10 +17,10 @@ func TestOptionsFromConf(t *testing.T) {
 		wantErr string // a key the error must name
 	}{
 		{"", func(o asyncpool.Options) bool {
-			return o.ReleaseThreshold == asyncpool.KeepAll && o.ThrottleRatio == asyncpool.DefaultThrottleRatio && o.MemoryFraction == 0
+			return o.ReleaseThreshold == asyncpool.KeepAll && o.ThrottleRatio == asyncpool.DefaultThrottleRatio
 		}, ""},
 		{"backend:asyncpool,release_threshold_mb:64,throttle_ratio:0.5,per_process_memory_fraction:0.75", func(o asyncpool.Options) bool {
-			return o.ReleaseThreshold == 64<<20 && o.ThrottleRatio == 0.5 && o.MemoryFraction == 0.75
+			return o.ReleaseThreshold == 64<<20 && o.ThrottleRatio == 0.5
 		}, ""},
 		{"release_threshold_mb:0", func(o asyncpool.Options) bool { return o.ReleaseThreshold == 0 }, ""},
 		{"backend:caching", nil, "backend"},

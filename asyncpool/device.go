@@ -81,15 +81,13 @@ type pendingFree struct {
 // freeMu, then mu; evMu and relMu are leaves. A function whose name ends in
 // Locked needs a lock held, and its comment says which.
 type device struct {
-	a      *Allocator
-	b      gpumem.Backend
-	id     int
-	pool   gpumem.MemPool
-	own    bool      // pool created by the allocator
-	orig   [4]uint64 // the default pool's attributes before New, restored by Close
-	total  uint64
-	limit  uint64 // memory-fraction cap on allocated bytes (when capped)
-	capped bool   // a memory fraction applies: limit caps, even at 0 bytes
+	a     *Allocator
+	b     gpumem.Backend
+	id    int
+	pool  gpumem.MemPool
+	own   bool      // pool created by the allocator
+	orig  [4]uint64 // the default pool's attributes before New, restored by Close
+	total uint64
 
 	// life is read-locked by every operation and write-locked by Close.
 	life   sync.RWMutex
@@ -147,10 +145,6 @@ func newDevice(a *Allocator, dev int) (*device, error) {
 		return nil, fmt.Errorf("asyncpool: device %d reports no memory: %w", dev, gpumem.ErrNoDevice)
 	}
 	d.total = total
-	if f := a.opts.MemoryFraction; f > 0 {
-		// A cap that rounds to 0 bytes refuses every allocation.
-		d.limit, d.capped = uint64(f*float64(total)), true
-	}
 	if a.opts.OwnPool {
 		d.pool, err = b.MemPoolCreate(gpumem.PoolProps{Device: dev})
 		if err != nil {
@@ -356,25 +350,16 @@ func (d *device) idle() bool {
 // the throttle: it may go to the backend in one guarded call.
 func (d *device) quiet(size uint64) bool { return d.idle() && !d.overThrottle(size) }
 
-// charge adds size to the bytes handed out, ahead of the allocation; past
-// the memory-fraction cap it adds nothing and reports false.
-func (d *device) charge(size uint64) bool {
-	n := d.allocated.Add(int64(size))
-	if d.capped && uint64(n) > d.limit {
-		d.allocated.Add(-int64(size))
-		return false
-	}
-	return true
-}
+// charge adds size to the bytes handed out, ahead of the allocation (the
+// throttle reads them); a failed allocation takes them back.
+func (d *device) charge(size uint64) { d.allocated.Add(int64(size)) }
 
 // allocUncaptured is Allocate's fast path: the capture check and the
 // allocation in one backend call (guarded). ok false with no error: the
-// stream is being captured, or the cap or the pool is exhausted; nothing was
+// stream is being captured, or the pool is exhausted; nothing was
 // allocated and the caller takes the full path, which asks again.
 func (d *device) allocUncaptured(size uint64, s gpumem.Stream) (p gpumem.Ptr, ok bool, err error) {
-	if !d.charge(size) {
-		return 0, false, nil
-	}
+	d.charge(size)
 	p, st, err := d.guarded.MallocFromPoolAsyncUncaptured(size, d.pool, s)
 	if err != nil || st != gpumem.CaptureNone {
 		d.allocated.Add(-int64(size))
@@ -474,9 +459,7 @@ func (d *device) ensureFreeStreamLocked() error {
 // malloc reserves size bytes of the allocated count and asks the pool, with
 // the OOM path on failure.
 func (d *device) malloc(size uint64, s gpumem.Stream, capturing bool) (gpumem.Ptr, error) {
-	if !d.charge(size) {
-		return d.oom(size, s, capturing, nil)
-	}
+	d.charge(size)
 	p, err := d.b.MallocFromPoolAsync(size, d.pool, s)
 	if err == nil {
 		return p, nil
@@ -490,9 +473,7 @@ func (d *device) malloc(size uint64, s gpumem.Stream, capturing bool) (gpumem.Pt
 
 // tryMalloc is one attempt of the OOM path.
 func (d *device) tryMalloc(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
-	if !d.charge(size) {
-		return 0, nil
-	}
+	d.charge(size)
 	p, err := d.b.MallocFromPoolAsync(size, d.pool, s)
 	if err != nil {
 		d.allocated.Add(-int64(size))

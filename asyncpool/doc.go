@@ -47,8 +47,8 @@
 //     since s last joined it, join the free stream into s (EventRecord on
 //     the free stream, StreamWaitEvent on s). The pool, following event
 //     dependencies, can then reuse the memory those frees release.
-//  5. Add size to the allocated count (atomic); over the memory-fraction cap
-//     this is an out-of-memory failure.
+//  5. Add size to the allocated count (atomic, read by the throttle); a
+//     failed allocation takes it back.
 //  6. MallocFromPoolAsync(size, pool, s). During capture this makes a graph
 //     allocation node; the first allocation of a capture also hands the
 //     graph a user object and captures a host node that marks the graph as
@@ -137,16 +137,17 @@
 //
 // # The memory-fraction cap
 //
-// Options.MemoryFraction (per_process_memory_fraction) caps the bytes
-// handed out on a device (step 5), not the pool's reserved memory: the
-// driver grows the reserve and keeps it by the release threshold, and the
-// allocator has no way to bound it other than refusing allocations. A cap on
-// bytes handed out is what a limit adaptor does for any allocator, so this
-// one is kept inside only because no such adaptor existed, and goes once
-// per_process_memory_fraction is served by one. Until then a refusal takes
-// this allocator's out-of-memory path (a trim and retry counted in
-// num_alloc_retries, the OOM handler, num_ooms, a hint naming the key), as
-// recorded replays expect.
+// per_process_memory_fraction caps the bytes handed out on a device, not the
+// pool's reserved memory: the driver grows the reserve and keeps it by the
+// release threshold, and the allocator could bound it only by refusing
+// allocations, which is what a cap on bytes handed out does for any
+// allocator. So the allocator keeps no cap of its own: the registered
+// constructor (gpumem.NewAllocator with backend:asyncpool) puts the shared
+// limit adaptor (adaptor.NewLimitFraction) over it, whose refusals are
+// out-of-memory errors naming the key, counted in NumOOMs, after the OOM
+// handler is asked (at most oomhooks.MaxAttempts times). A refusal costs no
+// trim of the pool (trimming cannot lower the bytes handed out). A caller of
+// New wraps the allocator the same way.
 //
 // # Configuration
 //

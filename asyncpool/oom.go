@@ -8,7 +8,7 @@ import (
 )
 
 // oom is the slow path of an allocation that found no memory (cause is the
-// backend's error, or nil when the memory-fraction cap refused it): outside
+// backend's error): outside
 // capture, wait for the device, free what graphs released, trim the pool and
 // try once more; then ask the OOM handler; then fail.
 func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) (gpumem.Ptr, error) {
@@ -52,8 +52,7 @@ func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) 
 }
 
 // retryMalloc tries the allocation once more. It returns the memory, or
-// the out-of-memory cause to report (nil when the memory-fraction cap
-// refused), or an error that ends the allocation.
+// the out-of-memory cause to report, or an error that ends the allocation.
 func (d *device) retryMalloc(size uint64, s gpumem.Stream) (p gpumem.Ptr, cause, err error) {
 	p, err = d.tryMalloc(size, s)
 	switch {
@@ -75,7 +74,6 @@ func (d *device) oomError(size uint64, capturing bool, cause error) *gpumem.OutO
 		Requested: size,
 		Capacity:  d.total,
 		Allocated: uint64(max(d.allocated.Load(), 0)),
-		Limit:     d.limit,
 		Err:       cause,
 	}
 	if capturing {
@@ -99,12 +97,7 @@ func (d *device) oomError(size uint64, capturing bool, cause error) *gpumem.OutO
 
 // hint fills in e's advice.
 func (d *device) hint(e *gpumem.OutOfMemoryError) *gpumem.OutOfMemoryError {
-	pending := d.pending.Load()
-	cause := e.Err
-	switch {
-	case cause == nil && d.capped:
-		e.Hint = fmt.Sprintf("The per_process_memory_fraction cap of %s is reached: raise per_process_memory_fraction in GPUMEM_ALLOC_CONF, or free memory.",
-			gpumem.FormatBytes(d.limit))
+	switch pending := d.pending.Load(); {
 	case pending > 0:
 		e.Hint = fmt.Sprintf("%s freed but still pending release (on the free stream or held by graphs): lower throttle_ratio so that allocations wait for pending frees sooner, destroy graphs that own memory, or lower release_threshold_mb; per_process_memory_fraction keeps room for other pools (GPUMEM_ALLOC_CONF).",
 			gpumem.FormatBytes(uint64(pending)))

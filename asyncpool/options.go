@@ -81,11 +81,6 @@ type Options struct {
 	// DefaultThrottleRatio; a value of 1 or more never throttles.
 	ThrottleRatio float64
 
-	// MemoryFraction in (0, 1] caps the bytes handed out on a device at this
-	// fraction of its capacity (PyTorch's per_process_memory_fraction, here a
-	// software cap on allocated bytes). 0: no cap.
-	MemoryFraction float64
-
 	// PeerAccess lists devices whose streams may use memory of every device's
 	// pool: each pool grants them read-write access (MemPoolSetAccess) when
 	// the allocator first uses it. EnablePeer adds one later.
@@ -116,9 +111,6 @@ func (o *Options) normalize() error {
 	}
 	if math.IsNaN(o.ThrottleRatio) || o.ThrottleRatio < 0 {
 		return fmt.Errorf("asyncpool: throttle ratio %v must be positive: %w", o.ThrottleRatio, gpumem.ErrInvalidValue)
-	}
-	if math.IsNaN(o.MemoryFraction) || o.MemoryFraction < 0 || o.MemoryFraction > 1 {
-		return fmt.Errorf("asyncpool: memory fraction %v must be in (0, 1], or 0 for none: %w", o.MemoryFraction, gpumem.ErrInvalidValue)
 	}
 	if o.HistorySize < 0 {
 		return fmt.Errorf("asyncpool: history size %d is negative: %w", o.HistorySize, gpumem.ErrInvalidValue)
