@@ -11,6 +11,7 @@
 package fakehip
 
 import (
+	"errors"
 	"os"
 	"testing"
 
@@ -71,6 +72,41 @@ func TestVersion(t *testing.T) {
 		t.Errorf("the fake reports HIP %s, built against %s headers", hip.FormatVersion(int(v.Runtime)), want)
 	}
 	t.Logf("fake HIP runtime %s (driver %d)", hip.FormatVersion(int(v.Runtime)), v.Driver)
+}
+
+// TestWrongLayoutIsCaught makes the fake report a ROCm version whose
+// hipMemAllocationProp layout differs from its headers' (5.2's
+// compressionType-first form against the CUDA-like one of 5.3 and later):
+// the backend then writes the other layout, and the fake must refuse it
+// loudly. It proves that the conformance run would catch a layout bug.
+func TestWrongLayoutIsCaught(t *testing.T) {
+	lib, loud := library(t)
+	l, err := dl.Open(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := l.Sym("fakehipReportVersion")
+	if err != nil {
+		t.Fatal(err)
+	}
+	headers := int(ccall.Call1(fn, 0))
+	lie := hip.ABI53 - 100000 // 5.2.0: the form before ABI53
+	if headers < hip.ABI53 {
+		lie = hip.ABI70
+	}
+	ccall.Call1(fn, uintptr(lie))
+	defer ccall.Call1(fn, 0)
+	b, err := hip.Open(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	before := loud()
+	_, err = b.MemGranularity(0, false)
+	if n := loud() - before; n == 0 || !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Fatalf("headers %s, backend told %s: MemGranularity = %v with %d loud refusals; want the layout refused", hip.FormatVersion(headers), hip.FormatVersion(lie), err, n)
+	}
+	t.Logf("headers %s, backend told %s: refused as expected: %v", hip.FormatVersion(headers), hip.FormatVersion(lie), err)
 }
 
 func TestConformance(t *testing.T) {
@@ -197,5 +233,45 @@ func TestAllocators(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestPoolMaxSize creates a pool with a maximum size: from 6.2 the backend
+// writes hipMemPoolProps.maxSize, which the fake reads through the header's
+// field and enforces; before 6.2 the backend must refuse with
+// ErrNotSupported (the headers have reserved bytes there).
+func TestPoolMaxSize(t *testing.T) {
+	lib, loud := library(t)
+	b := opener(lib, loud)(t)
+	v, err := b.Version()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := b.MemPoolCreate(gpumem.PoolProps{Device: 0, MaxSize: 4 << 20})
+	if v.Runtime < hip.ABI62 {
+		if !errors.Is(err, gpumem.ErrNotSupported) {
+			t.Fatalf("MemPoolCreate with a maximum size on HIP %s: %v, want ErrNotSupported", hip.FormatVersion(int(v.Runtime)), err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.MemPoolDestroy(pool)
+	s, err := b.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.StreamDestroy(s)
+	p, err := b.MallocFromPoolAsync(3<<20, pool, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.FreeAsync(p, s)
+	if q, err := b.MallocFromPoolAsync(3<<20, pool, s); !errors.Is(err, gpumem.ErrOutOfMemory) {
+		t.Errorf("6 MiB from a pool of at most 4 MiB: %v, want ErrOutOfMemory (the maximum size did not reach the runtime)", err)
+		if err == nil {
+			_ = b.FreeAsync(q, s)
+		}
 	}
 }

@@ -547,15 +547,29 @@ EXPORT hipError_t hipInit(unsigned int flags) {
 	RET(hipSuccess);
 }
 
+// reportVersion is the version the fake reports: the headers' HIP_VERSION,
+// unless a test makes it lie (fakehipReportVersion) to check that a backend
+// using another version's layouts is caught.
+static int reportVersion = HIP_VERSION;
+
+// fakehipReportVersion sets the reported version (0: the headers') and
+// returns the headers' HIP_VERSION.
+EXPORT int fakehipReportVersion(int v) {
+	LOCK();
+	reportVersion = v ? v : HIP_VERSION;
+	UNLOCK();
+	return HIP_VERSION;
+}
+
 EXPORT hipError_t hipDriverGetVersion(int* driverVersion) {
 	if (!driverVersion) return hipErrorInvalidValue;
-	*driverVersion = HIP_VERSION;
+	*driverVersion = reportVersion;
 	return hipSuccess;
 }
 
 EXPORT hipError_t hipRuntimeGetVersion(int* runtimeVersion) {
 	if (!runtimeVersion) return hipErrorInvalidValue;
-	*runtimeVersion = HIP_VERSION;
+	*runtimeVersion = reportVersion;
 	return hipSuccess;
 }
 
