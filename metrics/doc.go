@@ -25,7 +25,10 @@
 // other exporters to read. Two small modules, each with its own go.mod so
 // that this module keeps its single dependency, build on it: the module
 // github.com/gpumem/gpumem/metrics/prometheus (a prometheus.Collector for
-// client_golang's registries).
+// client_golang's registries) and the module
+// github.com/gpumem/gpumem/metrics/otel (observable OpenTelemetry
+// instruments on a metric.Meter, one callback reading the registry per
+// collection).
 //
 // # expvar
 //

@@ -1,11 +1,11 @@
 module github.com/gpumem/gpumem/metrics/prometheus
 
-go 1.26.0
+go 1.25.0
 
 require (
 	github.com/gpumem/gpumem v0.0.0
 	github.com/prometheus/client_golang v1.23.2
-	github.com/prometheus/common v0.73.1
+	github.com/prometheus/common v0.71.0
 )
 
 require (
@@ -13,10 +13,9 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/pandatix/go-abnf v0.5.3 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/procfs v0.21.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
