@@ -158,8 +158,10 @@ func (a *Allocator) logf(format string, args ...any) {
 func (a *Allocator) Backend() gpumem.Backend { return a.b }
 
 // Limit returns the oversubscription guard's cap on the managed bytes the
-// allocator holds, or 0 when oversubscription is allowed.
-func (a *Allocator) Limit() uint64 { return a.limit }
+// allocator holds, and whether there is one. ok is false when
+// oversubscription is allowed; a cap of 0 bytes (a fraction of the device
+// that rounds down to nothing) is (0, true), and refuses every allocation.
+func (a *Allocator) Limit() (limit uint64, ok bool) { return a.limit, a.capped }
 
 // Reserved returns the managed bytes the allocator holds from the backend.
 func (a *Allocator) Reserved() uint64 { return a.reserved.Load() }
