@@ -9,9 +9,19 @@ package gpumem
 // resource; s is the stream on which the last use is ordered. Memory is never
 // handed out again while work on another stream may still be using it.
 //
-// Errors: a zero or impossibly large size, a pointer this resource did not hand
-// out, or a second Deallocate match ErrInvalidValue; exhaustion matches
-// ErrOutOfMemory (an *OutOfMemoryError); any call after Close matches ErrClosed.
+// Errors: a zero size, a pointer this resource did not hand out, or a second
+// Deallocate match ErrInvalidValue; exhaustion matches ErrOutOfMemory (an
+// *OutOfMemoryError). A size larger than the device is exhaustion like any
+// other (an *OutOfMemoryError, counted in NumOOMs and told to the OOM
+// observers); only an absurd size, above 2^62 bytes, may instead be
+// ErrInvalidValue. Any call after Close, or after the backend was closed,
+// matches ErrClosed.
+//
+// Streams: s must be the default stream or a live stream of a device; a
+// stream never created or already destroyed matches ErrInvalidValue, and
+// the call changes nothing. A stream that p was used on (RecordStream) and
+// that was destroyed before Deallocate has no work left to wait for: the
+// free succeeds and the memory is reusable at once.
 // Implementations are safe for concurrent use.
 type Resource interface {
 	Allocate(size uint64, s Stream) (Ptr, error)
@@ -21,6 +31,8 @@ type Resource interface {
 // StreamRecorder is implemented by resources that track cross-stream use.
 // RecordStream marks p as used on s: when p is freed, its memory is not reused
 // until the work queued on s up to the free has completed.
+// s may be a stream of any device, not only p's; a stream that is not live
+// matches ErrInvalidValue and records nothing.
 type StreamRecorder interface {
 	RecordStream(p Ptr, s Stream) error
 }

@@ -121,12 +121,13 @@ func (f *fixture) check(t *testing.T, d Difference, ok bool, format string, args
 
 // fixture is what a subtest works with.
 type fixture struct {
-	b       gpumem.Backend
-	a       gpumem.Allocator
-	dev     int
-	s, s2   gpumem.Stream // two non-blocking streams of dev
-	total   uint64        // the device's memory
-	options Options
+	newAlloc Factory
+	b        gpumem.Backend
+	a        gpumem.Allocator
+	dev      int
+	s, s2    gpumem.Stream // two non-blocking streams of dev
+	total    uint64        // the device's memory
+	options  Options
 }
 
 // Run runs the suite on the allocators newAlloc builds. At most one Options
@@ -150,6 +151,9 @@ func Run(t *testing.T, newAlloc Factory, opts ...Options) {
 		{"DoubleFree", testDoubleFree},
 		{"FreeOnAnotherStream", testFreeOnAnotherStream},
 		{"RecordStream", testRecordStream},
+		{"DestroyedStream", testDestroyedStream},
+		{"BadStreams", testBadStreams},
+		{"OtherDeviceStream", testOtherDeviceStream},
 		{"Closed", testClosed},
 		{"Statistics", testStatistics},
 		{"EmptyCache", testEmptyCache},
@@ -189,7 +193,7 @@ func setup(t *testing.T, newAlloc Factory, o Options) *fixture {
 		})
 		b = g
 	}
-	f := &fixture{b: b, dev: o.Device, options: o}
+	f := &fixture{newAlloc: newAlloc, b: b, dev: o.Device, options: o}
 	_, total, err := b.MemInfo(f.dev)
 	must(t, err, "MemInfo")
 	f.total = total
@@ -271,25 +275,41 @@ func testZeroSize(t *testing.T, f *fixture) {
 }
 
 // testHugeSize asks for more than the device has, and for the largest size
-// there is: the contract accepts ErrInvalidValue (an impossibly large size)
-// or ErrOutOfMemory (exhaustion), the latter as an *OutOfMemoryError.
+// there is. A size above the device's memory (checked up to four times it)
+// is exhaustion: an *OutOfMemoryError matching ErrOutOfMemory, counted in
+// NumOOMs and told to the observers like any other. An absurd size (near
+// 2^64, above any device there is) may also be ErrInvalidValue.
 func testHugeSize(t *testing.T, f *fixture) {
-	for _, size := range []uint64{f.total + 1, 4 * f.total, math.MaxUint64 / 2, math.MaxUint64} {
+	var told int
+	f.a.AddOOMObserver(func(*gpumem.OutOfMemoryError) { told++ })
+	before := f.a.Stats(f.dev).NumOOMs
+	above := []uint64{f.total + 1, 2 * f.total, 4 * f.total}
+	for i, size := range append(above, math.MaxUint64/2, math.MaxUint64) {
 		p, err := f.a.Allocate(size, f.s)
 		if err == nil {
 			t.Errorf("Allocate(%d) on a device of %d bytes succeeded", size, f.total)
 			_ = f.a.Deallocate(p, f.s)
 			continue
 		}
-		if !errors.Is(err, gpumem.ErrInvalidValue) && !errors.Is(err, gpumem.ErrOutOfMemory) {
-			t.Errorf("Allocate(%d): %v, want ErrInvalidValue or ErrOutOfMemory", size, err)
-		}
 		var oom *gpumem.OutOfMemoryError
-		if errors.Is(err, gpumem.ErrOutOfMemory) && !errors.As(err, &oom) {
+		isOOM := errors.As(err, &oom) && errors.Is(err, gpumem.ErrOutOfMemory)
+		switch {
+		case i < len(above) && !isOOM:
+			t.Errorf("Allocate(%d) on a device of %d bytes: %v, want an *OutOfMemoryError", size, f.total, err)
+		case !isOOM && !errors.Is(err, gpumem.ErrInvalidValue):
+			t.Errorf("Allocate(%d): %v, want ErrInvalidValue or an *OutOfMemoryError", size, err)
+		case errors.Is(err, gpumem.ErrOutOfMemory) && !errors.As(err, &oom):
 			t.Errorf("Allocate(%d): %v matches ErrOutOfMemory but is no *OutOfMemoryError", size, err)
-		}
-		if errors.Is(err, gpumem.ErrInvalidValue) && errors.Is(err, gpumem.ErrOutOfMemory) {
+		case errors.Is(err, gpumem.ErrInvalidValue) && errors.Is(err, gpumem.ErrOutOfMemory):
 			t.Errorf("Allocate(%d): %v matches two sentinels", size, err)
+		}
+	}
+	if told < len(above) {
+		t.Errorf("the observers were told of %d failures, want at least %d", told, len(above))
+	}
+	if !f.options.NoStatistics {
+		if n := f.a.Stats(f.dev).NumOOMs - before; n < int64(len(above)) {
+			t.Errorf("NumOOMs grew by %d, want at least %d", n, len(above))
 		}
 	}
 	f.roundTrip(t, "huge allocations")

@@ -135,9 +135,11 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 	if size == 0 {
 		return 0, fmt.Errorf("asyncpool: allocation of 0 bytes: %w", gpumem.ErrInvalidValue)
 	}
+	if size > maxRequest {
+		return 0, fmt.Errorf("asyncpool: allocation of %d bytes is impossibly large: %w", size, gpumem.ErrInvalidValue)
+	}
 	if size > d.total {
-		return 0, fmt.Errorf("asyncpool: allocation of %d bytes exceeds device %d's capacity of %d: %w",
-			size, d.id, d.total, gpumem.ErrInvalidValue)
+		return 0, d.tooLarge(size, s)
 	}
 	if d.guarded != nil && !s.IsDefault() && d.quiet(size) {
 		if p, ok, err := d.allocUncaptured(size, s); ok || err != nil {
@@ -182,10 +184,21 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 // RecordStream marks p as used on s: when p is freed, its memory is not
 // reused until the work queued on s up to the free has completed (the free
 // then goes through the free stream, joined to every using stream).
+//
+// s may be a stream of any device; a stream that is not live is refused
+// with ErrInvalidValue.
 func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
 	d, err := a.device(s.Device)
 	if err != nil {
 		return err
+	}
+	if !s.IsDefault() {
+		if _, err := a.b.StreamCaptureInfo(s); err != nil {
+			if a.closed.Load() {
+				return errClosed
+			}
+			return fmt.Errorf("asyncpool: RecordStream on %v: %w", s, err)
+		}
 	}
 	owner := a.owner(d, p)
 	owner.life.RLock()

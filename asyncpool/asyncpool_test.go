@@ -300,11 +300,16 @@ func TestBadInput(t *testing.T) {
 	if _, err := r.a.Allocate(0, s); !errors.Is(err, gpumem.ErrInvalidValue) {
 		t.Errorf("zero size: %v", err)
 	}
-	if _, err := r.a.Allocate(1<<62, s); !errors.Is(err, gpumem.ErrInvalidValue) {
+	if _, err := r.a.Allocate(1<<62+1, s); !errors.Is(err, gpumem.ErrInvalidValue) {
 		t.Errorf("huge size: %v", err)
 	}
-	if _, err := r.a.Allocate(8*gib+1, s); !errors.Is(err, gpumem.ErrInvalidValue) {
-		t.Errorf("over capacity: %v", err)
+	// More than the device is exhaustion, as in every allocator.
+	var oom *gpumem.OutOfMemoryError
+	if _, err := r.a.Allocate(8*gib+1, s); !errors.As(err, &oom) {
+		t.Errorf("over capacity: %v, want an *OutOfMemoryError", err)
+	}
+	if n := r.a.Stats(0).NumOOMs; n != 1 {
+		t.Errorf("NumOOMs = %d after a request over capacity, want 1", n)
 	}
 	if _, err := r.a.Allocate(mib, gpumem.Stream{Device: 5}); !errors.Is(err, gpumem.ErrInvalidValue) {
 		t.Errorf("bad device: %v", err)

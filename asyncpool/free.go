@@ -160,7 +160,7 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 	d.pending.Add(int64(rec.size))
 	d.noteFreeLocked(p, rec.size, s, true)
 	d.mu.Unlock()
-	if err := d.freeCross(p, rec.size, using(&rec, s)); err != nil {
+	if err := d.freeCross(p, rec.size, s, using(&rec, s)); err != nil {
 		d.mu.Lock()
 		d.recs.set(p, rec)
 		d.allocated.Add(int64(rec.size))
@@ -249,7 +249,8 @@ func using(rec *record, s gpumem.Stream) []gpumem.Stream {
 // freeCross frees p on the free stream after joining every using stream
 // into it, and queues the free as pending release. The caller has counted
 // size as pending. On error nothing was freed.
-func (d *device) freeCross(p gpumem.Ptr, size uint64, streams []gpumem.Stream) error {
+// A recorded stream that was destroyed has no work left: it is skipped.
+func (d *device) freeCross(p gpumem.Ptr, size uint64, s gpumem.Stream, streams []gpumem.Stream) error {
 	d.freeMu.Lock()
 	defer d.freeMu.Unlock()
 	if err := d.ensureFreeStreamLocked(); err != nil {
@@ -260,6 +261,9 @@ func (d *device) freeCross(p gpumem.Ptr, size uint64, streams []gpumem.Stream) e
 			continue
 		}
 		if err := d.join(u, d.freeStream); err != nil {
+			if u != s && streamGone(d.b, u) {
+				continue // destroyed: no work left to wait for
+			}
 			return fmt.Errorf("asyncpool: joining %v into device %d's free stream: %w", u, d.id, err)
 		}
 	}
@@ -457,4 +461,11 @@ func (d *device) close() error {
 			d.id, held, gpumem.FormatBytes(heldBytes), ErrGraphOwned))
 	}
 	return errors.Join(errs...)
+}
+
+// streamGone reports whether s is no longer a stream the backend knows
+// (destroyed): it then has no work left that a free must wait for.
+func streamGone(b gpumem.Backend, s gpumem.Stream) bool {
+	_, err := b.StreamQuery(s)
+	return errors.Is(err, gpumem.ErrInvalidValue)
 }

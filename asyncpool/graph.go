@@ -257,7 +257,7 @@ func (d *device) flushGraphFrees() error {
 		streams := using(&rec, rec.freeOn())
 		busy, err := d.anyCapturing(streams)
 		if err == nil && !busy {
-			err = d.freeCross(p, rec.size, streams)
+			err = d.freeCross(p, rec.size, rec.freeOn(), streams)
 		}
 		if err != nil || busy {
 			if err != nil {

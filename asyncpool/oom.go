@@ -51,6 +51,27 @@ func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) 
 	return 0, e
 }
 
+// maxRequest is the largest size that is not impossibly large (2^62, as
+// in caching): above it a request is ErrInvalidValue.
+const maxRequest = 1 << 62
+
+// tooLarge fails a request larger than the device as any other exhaustion
+// (an *gpumem.OutOfMemoryError, counted in NumOOMs, told to the observers)
+// after asking the OOM handler, as caching does; the pool is not trimmed
+// for it, since no trimming could make room.
+func (d *device) tooLarge(size uint64, s gpumem.Stream) error {
+	for attempt := 0; d.a.hooks.Retry(d.id, size, attempt); attempt++ {
+	}
+	cause := fmt.Errorf("asyncpool: %d bytes exceed device %d's capacity of %d: %w", size, d.id, d.total, gpumem.ErrOutOfMemory)
+	e := d.oomError(size, false, cause)
+	d.mu.Lock()
+	d.tally.ooms++
+	d.hist.Add(gpumem.ActionOOM, d.id, s.Handle, 0, size)
+	d.mu.Unlock()
+	d.a.hooks.Notify(func() *gpumem.OutOfMemoryError { return e })
+	return e
+}
+
 // retryMalloc tries the allocation once more. It returns the memory, or
 // the out-of-memory cause to report, or an error that ends the allocation.
 func (d *device) retryMalloc(size uint64, s gpumem.Stream) (p gpumem.Ptr, cause, err error) {

@@ -24,6 +24,9 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 	if size > maxRequest {
 		return 0, fmt.Errorf("caching: allocation of %d bytes is impossibly large: %w", size, gpumem.ErrInvalidValue)
 	}
+	if err := a.checkStream(s); err != nil {
+		return 0, err
+	}
 	rounded := roundSize(&a.table, size)
 	for attempt := 0; ; attempt++ {
 		d.mu.Lock()

@@ -24,8 +24,9 @@ func (d *device) insertEventsLocked(b *block) error {
 			}
 		}
 		if err != nil {
-			// Without an event, wait for the stream now.
-			if serr := d.a.b.StreamSynchronize(u); serr != nil {
+			// Without an event, wait for the stream now. A destroyed
+			// stream has nothing left to wait for.
+			if serr := d.a.b.StreamSynchronize(u); serr != nil && !streamGone(d.a.b, u) {
 				if firstErr == nil {
 					firstErr = fmt.Errorf("caching: ordering the free of %#x after %v: %w", uintptr(b.addr), u, err)
 				}

@@ -14,13 +14,24 @@ import (
 // than the one it was allocated on (RecordStream, or s differing from the
 // allocation stream), its memory is reused only after those streams reach
 // the point of this call.
+//
+// s must be a live stream (of any device): anything else is refused with
+// ErrInvalidValue and p stays allocated. A stream p was used on that has
+// since been destroyed has no work left to wait for: it does not delay
+// the reuse.
 func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
+	if err := a.checkStream(s); err != nil {
+		if a.closed.Load() {
+			return errClosed()
+		}
+		return err
+	}
 	if dev := s.Device; dev >= 0 && dev < len(a.devs) && !a.closed.Load() {
 		// Fast path: the block is on the stream's device.
 		d := a.devs[dev]
 		d.mu.Lock()
 		if b, _ := d.live.Get(uint64(p)); b != nil && b.allocated && !d.closed {
-			if s.Handle != b.stream.Handle {
+			if s != b.stream {
 				addUseLocked(b, s)
 			}
 			err := d.freeLocked(b, s)
@@ -34,7 +45,7 @@ func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 		return err
 	}
 	defer d.mu.Unlock()
-	if s.Device == d.id && s.Handle != b.stream.Handle {
+	if s != b.stream {
 		addUseLocked(b, s)
 	}
 	return d.freeLocked(b, s)
@@ -231,16 +242,19 @@ func (d *device) mergeAndCacheLocked(b *block) *block {
 
 // RecordStream marks p as used on s: when p is freed, its memory returns to
 // the pool only after the work queued on s up to the free has completed.
+// s may be a stream of another device than p's (its work is then waited
+// for when p is freed); a stream that is not live is refused with
+// ErrInvalidValue.
 func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
 	d, b, err := a.find(p, s.Device)
 	if err != nil {
 		return err
 	}
 	defer d.mu.Unlock()
-	if s.Device != d.id {
-		return fmt.Errorf("caching: stream %v is not on device %d of %#x: %w", s, d.id, uintptr(p), gpumem.ErrInvalidValue)
+	if err := a.checkStream(s); err != nil {
+		return err
 	}
-	if s.Handle != b.stream.Handle {
+	if s != b.stream {
 		addUseLocked(b, s)
 	}
 	return nil

@@ -5,6 +5,7 @@
 package caching
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -252,6 +253,25 @@ func (a *Allocator) device(dev int) (*device, error) {
 }
 
 func errClosed() error { return fmt.Errorf("caching: allocator closed: %w", gpumem.ErrClosed) }
+
+// checkStream asks the backend about s (its capture status, the cheapest
+// question there is), so that a stream that is not a live stream of a
+// device is refused with ErrInvalidValue before anything changes, and a
+// closed backend with ErrClosed, even where a cached block would need no
+// call to the backend.
+func (a *Allocator) checkStream(s gpumem.Stream) error {
+	if _, err := a.b.StreamCaptureInfo(s); err != nil {
+		return fmt.Errorf("caching: %v: %w", s, err)
+	}
+	return nil
+}
+
+// streamGone reports whether s is no longer a stream the backend knows
+// (destroyed): it then has no work left that a free must wait for.
+func streamGone(b gpumem.Backend, s gpumem.Stream) bool {
+	_, err := b.StreamQuery(s)
+	return errors.Is(err, gpumem.ErrInvalidValue)
+}
 
 // vmmDefault reports whether features that use the backend's virtual memory
 // API by default (growable segments) are on: the backend's advice where it

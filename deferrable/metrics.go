@@ -116,6 +116,8 @@ var families, familyValues = func() ([]metrics.Family, []valuesFunc) {
 		func(t *Transfer) float64 { return t.Duration.Seconds() })
 	perMove("gpumem_deferrable_move_failures_total", "Moves that failed and left the buffer where it was.",
 		func(t *Transfer) float64 { return float64(t.Failures) })
+	perMove("gpumem_deferrable_move_fallbacks_total", "Spills to the host that the pinned arena could not place and that went to disk instead (counted there): not failures.",
+		func(t *Transfer) float64 { return float64(t.Fallbacks) })
 	add("gpumem_deferrable_holds", "gauge", "Holds on buffers: Acquire (sync), AcquireAsync (async), async releases not yet complete (pending_release).",
 		func(st *Stats, emit func([]metrics.Label, float64)) {
 			emit(lbl("kind", "sync"), float64(st.SyncLocks))

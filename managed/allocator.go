@@ -158,8 +158,10 @@ func (a *Allocator) logf(format string, args ...any) {
 func (a *Allocator) Backend() gpumem.Backend { return a.b }
 
 // Limit returns the oversubscription guard's cap on the managed bytes the
-// allocator holds, or 0 when oversubscription is allowed.
-func (a *Allocator) Limit() uint64 { return a.limit }
+// allocator holds, and whether there is one. ok is false when
+// oversubscription is allowed; a cap of 0 bytes (a fraction of the device
+// that rounds down to nothing) is (0, true), and refuses every allocation.
+func (a *Allocator) Limit() (limit uint64, ok bool) { return a.limit, a.capped }
 
 // Reserved returns the managed bytes the allocator holds from the backend.
 func (a *Allocator) Reserved() uint64 { return a.reserved.Load() }
@@ -363,8 +365,15 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 
 // Deallocate implements gpumem.Resource: it frees the buffer at p (from
 // Allocate, Alloc, Manage or a copying To), its last use ordered on s.
+//
+// s must be a live stream: anything else is refused with ErrInvalidValue
+// and p stays allocated. A stream p was used on that has since been
+// destroyed has no work left to wait for and does not delay the reuse.
 func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 	if err := a.checkOpen(); err != nil {
+		return err
+	}
+	if err := a.checkStream(s); err != nil {
 		return err
 	}
 	buf := a.Buffer(p)
@@ -376,8 +385,13 @@ func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 
 // RecordStream implements gpumem.StreamRecorder: the memory of p is not
 // reused until the work queued on s up to its free has completed.
+// s may be a stream of any device; a stream that is not live is refused
+// with ErrInvalidValue.
 func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
 	if err := a.checkOpen(); err != nil {
+		return err
+	}
+	if err := a.checkStream(s); err != nil {
 		return err
 	}
 	buf := a.Buffer(p)
@@ -490,4 +504,21 @@ func migrates(b gpumem.Backend, d int) bool {
 	}
 	cma, err := b.DeviceAttribute(d, gpumem.AttrConcurrentManagedAccess)
 	return err == nil && cma != 0
+}
+
+// checkStream asks the backend about s, so that a stream that is not a
+// live stream of a device is refused (ErrInvalidValue) before anything
+// changes, and a closed backend is ErrClosed.
+func (a *Allocator) checkStream(s gpumem.Stream) error {
+	if _, err := a.b.StreamCaptureInfo(s); err != nil {
+		return fmt.Errorf("managed: %v: %w", s, err)
+	}
+	return nil
+}
+
+// streamGone reports whether s is no longer a stream the backend knows
+// (destroyed): it then has no work left that a free must wait for.
+func (a *Allocator) streamGone(s gpumem.Stream) bool {
+	_, err := a.b.StreamQuery(s)
+	return errors.Is(err, gpumem.ErrInvalidValue)
 }

@@ -332,7 +332,7 @@ func (b *Buffer) free(s *gpumem.Stream) error {
 	a.resident[a.residentIndex(b.loc)].Add(-int64(b.Size))
 	var errs []error
 	for _, f := range b.foreign {
-		if err := a.b.StreamSynchronize(f); err != nil {
+		if err := a.b.StreamSynchronize(f); err != nil && !a.streamGone(f) {
 			errs = append(errs, fmt.Errorf("managed: synchronizing %v before a free: %w", f, err))
 		}
 	}

@@ -300,8 +300,8 @@ func TestManageUnmanageKeepData(t *testing.T) {
 func TestGuard(t *testing.T) {
 	cfg := sim.Config{Devices: []sim.DeviceConfig{{Capacity: 1 << 30}}}
 	r, a := setup(t, cfg, Options{})
-	if a.Limit() != 512*mib {
-		t.Fatalf("limit %d, want half of 1 GiB", a.Limit())
+	if l, ok := a.Limit(); l != 512*mib || !ok {
+		t.Fatalf("limit %d (%v), want half of 1 GiB", l, ok)
 	}
 	var observed []*gpumem.OutOfMemoryError
 	a.AddOOMObserver(func(e *gpumem.OutOfMemoryError) { observed = append(observed, e) })
@@ -320,7 +320,7 @@ func TestGuard(t *testing.T) {
 	if len(observed) != 1 || observed[0].Allocator != "managed" {
 		t.Fatalf("observers saw %v", observed)
 	}
-	if a.Reserved() > a.Limit() {
+	if l, _ := a.Limit(); a.Reserved() > l {
 		t.Fatalf("reserved %d above the limit", a.Reserved())
 	}
 	if err := keep.Free(); err != nil {
@@ -329,8 +329,17 @@ func TestGuard(t *testing.T) {
 
 	// The explicit opt-in allows it.
 	b := newAlloc(t, r, r, Options{AllowOversubscription: true})
-	if b.Limit() != 0 {
-		t.Fatal("oversubscription allowed but a limit is set")
+	if l, ok := b.Limit(); ok || l != 0 {
+		t.Fatalf("oversubscription allowed but a limit is set: %d", l)
+	}
+	// A fraction that rounds down to 0 bytes is a cap of 0, told apart
+	// from no cap.
+	z := newAlloc(t, r, r, Options{MaxDeviceFraction: 1e-12})
+	if l, ok := z.Limit(); !ok || l != 0 {
+		t.Fatalf("a fraction rounding to 0 bytes: Limit() = %d, %v, want 0, true", l, ok)
+	}
+	if _, err := z.Alloc(mib, dev0, s0); !errors.Is(err, gpumem.ErrOutOfMemory) {
+		t.Fatalf("Alloc under a cap of 0 bytes: %v, want ErrOutOfMemory", err)
 	}
 	x, err := b.Alloc(700*mib, dev0, s0)
 	if err != nil {

@@ -86,6 +86,7 @@ func TestDeferrableExposition(t *testing.T) {
 		check(key("gpumem_deferrable_moved_bytes_total", l...), float64(tr.Bytes))
 		check(key("gpumem_deferrable_move_seconds_total", l...), tr.Duration.Seconds())
 		check(key("gpumem_deferrable_move_failures_total", l...), float64(tr.Failures))
+		check(key("gpumem_deferrable_move_fallbacks_total", l...), float64(tr.Fallbacks))
 		moved += e.samples[key("gpumem_deferrable_moved_bytes_total", l...)]
 	}
 	if moved != float64(st.Spilled().Bytes+st.Unspilled().Bytes) || moved < 4<<20 {

@@ -138,6 +138,10 @@
 //	                      gpumem_deferrable_move_seconds_total (counter, from, to)
 //	                      host time of the copies: bytes / seconds is the bandwidth
 //	                      gpumem_deferrable_move_failures_total (counter, from, to)
+//	                      gpumem_deferrable_move_fallbacks_total (counter, from, to)
+//	                      spills to the host that the pinned arena could not
+//	                      place and that went to disk instead (Transfer.Fallbacks,
+//	                      counted as moves to disk): not failures
 //	SyncLocks, AsyncLocks, PendingReleases
 //	                      gpumem_deferrable_holds (gauge, kind="sync"|"async"|"pending_release")
 //	Allocs, Frees         gpumem_deferrable_allocs_total, gpumem_deferrable_frees_total (counters)

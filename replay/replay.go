@@ -16,6 +16,7 @@
 package replay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -95,7 +96,19 @@ type step struct {
 // skipped, and its free ignored; any other failure stops the replay with an
 // error naming the event. When b is a *Profiler (the one alloc was built
 // over), Result.Profile holds the backend calls of the timed loop.
-func Run(b gpumem.Backend, tr *trace.Trace, alloc gpumem.Allocator, opts Options) (res Result, err error) {
+func Run(b gpumem.Backend, tr *trace.Trace, alloc gpumem.Allocator, opts Options) (Result, error) {
+	return RunContext(context.Background(), b, tr, alloc, opts)
+}
+
+// checkEvery is how many events RunContext replays between two looks at
+// its context: a power of two, so that the look costs a mask and a test.
+const checkEvery = 1024
+
+// RunContext is Run, stopped early when ctx is done: the context is
+// looked at before the replay and every checkEvery events, and a replay
+// that stops returns the figures so far with an error wrapping ctx.Err().
+// The allocator is closed (and the streams destroyed) either way.
+func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gpumem.Allocator, opts Options) (res Result, err error) {
 	if b == nil || tr == nil || alloc == nil {
 		return Result{}, fmt.Errorf("gpumem: replay: nil backend, trace or allocator: %w", gpumem.ErrInvalidValue)
 	}
@@ -193,8 +206,12 @@ func Run(b gpumem.Backend, tr *trace.Trace, alloc gpumem.Allocator, opts Options
 	if prof != nil {
 		prof.Reset()
 	}
+	done := ctx.Done()
 	start := time.Now()
 	for i, s := range steps {
+		if done != nil && i&(checkEvery-1) == 0 && ctx.Err() != nil {
+			return res, fmt.Errorf("gpumem: replay: %s: stopped before event %d: %w", tr.Name, i+1, context.Cause(ctx))
+		}
 		if s.alloc {
 			res.Pairs++
 			p, err := alloc.Allocate(s.size, streams[s.stream])
