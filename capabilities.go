@@ -25,3 +25,17 @@ type VirtualMemoryAdvisor interface {
 	// by default, and when not, why.
 	VirtualMemoryDefault() (ok bool, reason string)
 }
+
+// StreamChecker is implemented by backends that can tell, in process, whether
+// a stream handle is a live stream of its device and the backend still open.
+// Allocators ask it on paths that otherwise make no call into the vendor
+// library (a cache hit), so that a bogus or destroyed stream is refused, and
+// a closed backend reported, at the cost of a lookup rather than a foreign
+// call. A backend that cannot tell for a stream it did not create (one made
+// by another library in the process) may ask the vendor library.
+type StreamChecker interface {
+	// CheckStream returns nil for a live stream (the default stream of an
+	// existing device included), an error matching ErrInvalidValue for a
+	// handle that is not one, and one matching ErrClosed after Close.
+	CheckStream(s Stream) error
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/streamcheck"
 )
 
 // ErrCaptureActive is matched (with gpumem.ErrInvalidValue) by operations
@@ -257,13 +258,10 @@ func (d *device) freeCross(p gpumem.Ptr, size uint64, s gpumem.Stream, streams [
 		return err
 	}
 	for _, u := range streams {
-		if u == d.freeStream {
-			continue
+		if u == d.freeStream || (u != s && streamcheck.Gone(d.b, u)) {
+			continue // the free stream itself, or destroyed: no work left to wait for
 		}
 		if err := d.join(u, d.freeStream); err != nil {
-			if u != s && streamGone(d.b, u) {
-				continue // destroyed: no work left to wait for
-			}
 			return fmt.Errorf("asyncpool: joining %v into device %d's free stream: %w", u, d.id, err)
 		}
 	}
@@ -461,11 +459,4 @@ func (d *device) close() error {
 			d.id, held, gpumem.FormatBytes(heldBytes), ErrGraphOwned))
 	}
 	return errors.Join(errs...)
-}
-
-// streamGone reports whether s is no longer a stream the backend knows
-// (destroyed): it then has no work left that a free must wait for.
-func streamGone(b gpumem.Backend, s gpumem.Stream) bool {
-	_, err := b.StreamQuery(s)
-	return errors.Is(err, gpumem.ErrInvalidValue)
 }

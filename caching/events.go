@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/streamcheck"
 )
 
 // insertEventsLocked records an event on every stream that used b; b returns to
@@ -16,6 +17,9 @@ func (d *device) insertEventsLocked(b *block) error {
 	uses := b.uses
 	var firstErr error
 	for _, u := range uses {
+		if streamcheck.Gone(d.a.b, u) {
+			continue // destroyed: no work left to wait for, and no handle to give the driver
+		}
 		ev, err := d.getEventLocked()
 		if err == nil {
 			err = d.a.b.EventRecord(ev, u)
@@ -24,9 +28,8 @@ func (d *device) insertEventsLocked(b *block) error {
 			}
 		}
 		if err != nil {
-			// Without an event, wait for the stream now. A destroyed
-			// stream has nothing left to wait for.
-			if serr := d.a.b.StreamSynchronize(u); serr != nil && !streamGone(d.a.b, u) {
+			// Without an event, wait for the stream now.
+			if serr := d.a.b.StreamSynchronize(u); serr != nil {
 				if firstErr == nil {
 					firstErr = fmt.Errorf("caching: ordering the free of %#x after %v: %w", uintptr(b.addr), u, err)
 				}

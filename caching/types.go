@@ -5,7 +5,6 @@
 package caching
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"github.com/gpumem/gpumem/internal/history"
 	"github.com/gpumem/gpumem/internal/oomhooks"
 	"github.com/gpumem/gpumem/internal/ptrmap"
+	"github.com/gpumem/gpumem/internal/streamcheck"
 )
 
 // PoolID names a private memory pool used by graph captures. Captures that
@@ -167,6 +167,7 @@ type Allocator struct {
 	upstream Upstream
 	devs     []*device
 	closed   atomic.Bool
+	sc       gpumem.StreamChecker // b, when it checks streams in process (resolved once: no assertion per call)
 
 	hooks    oomhooks.Hooks
 	nextPool atomic.Uint64
@@ -198,6 +199,7 @@ func New(b gpumem.Backend, opts Options) (*Allocator, error) {
 		return nil, fmt.Errorf("caching: counting devices: %w", err)
 	}
 	a := &Allocator{b: b, opts: opts, table: table, upstream: opts.Upstream}
+	a.sc, _ = b.(gpumem.StreamChecker)
 	if a.upstream == nil {
 		a.upstream = backendUpstream{b}
 	}
@@ -254,23 +256,24 @@ func (a *Allocator) device(dev int) (*device, error) {
 
 func errClosed() error { return fmt.Errorf("caching: allocator closed: %w", gpumem.ErrClosed) }
 
-// checkStream asks the backend about s (its capture status, the cheapest
-// question there is), so that a stream that is not a live stream of a
-// device is refused with ErrInvalidValue before anything changes, and a
-// closed backend with ErrClosed, even where a cached block would need no
-// call to the backend.
+// checkStream makes sure s is a live stream of a device and the backend
+// open, so that a bogus or destroyed stream is refused with ErrInvalidValue
+// before anything changes, and a closed backend with ErrClosed, even where a
+// cached block needs no call to the backend. A backend that is a
+// gpumem.StreamChecker answers in process (the native backends and the
+// simulator are); any other is asked the stream's capture status, the
+// cheapest question of the vendor library.
 func (a *Allocator) checkStream(s gpumem.Stream) error {
-	if _, err := a.b.StreamCaptureInfo(s); err != nil {
+	var err error
+	if a.sc != nil {
+		err = a.sc.CheckStream(s)
+	} else {
+		err = streamcheck.Check(a.b, s)
+	}
+	if err != nil {
 		return fmt.Errorf("caching: %v: %w", s, err)
 	}
 	return nil
-}
-
-// streamGone reports whether s is no longer a stream the backend knows
-// (destroyed): it then has no work left that a free must wait for.
-func streamGone(b gpumem.Backend, s gpumem.Stream) bool {
-	_, err := b.StreamQuery(s)
-	return errors.Is(err, gpumem.ErrInvalidValue)
 }
 
 // vmmDefault reports whether features that use the backend's virtual memory

@@ -12,6 +12,7 @@ import (
 	"github.com/gpumem/gpumem/caching"
 	"github.com/gpumem/gpumem/internal/history"
 	"github.com/gpumem/gpumem/internal/oomhooks"
+	"github.com/gpumem/gpumem/internal/streamcheck"
 )
 
 // ErrNotEnabled is returned by New when unified memory is not enabled and
@@ -510,7 +511,7 @@ func migrates(b gpumem.Backend, d int) bool {
 // live stream of a device is refused (ErrInvalidValue) before anything
 // changes, and a closed backend is ErrClosed.
 func (a *Allocator) checkStream(s gpumem.Stream) error {
-	if _, err := a.b.StreamCaptureInfo(s); err != nil {
+	if err := streamcheck.Check(a.b, s); err != nil {
 		return fmt.Errorf("managed: %v: %w", s, err)
 	}
 	return nil
@@ -518,7 +519,4 @@ func (a *Allocator) checkStream(s gpumem.Stream) error {
 
 // streamGone reports whether s is no longer a stream the backend knows
 // (destroyed): it then has no work left that a free must wait for.
-func (a *Allocator) streamGone(s gpumem.Stream) bool {
-	_, err := a.b.StreamQuery(s)
-	return errors.Is(err, gpumem.ErrInvalidValue)
-}
+func (a *Allocator) streamGone(s gpumem.Stream) bool { return streamcheck.Gone(a.b, s) }

@@ -332,7 +332,10 @@ func (b *Buffer) free(s *gpumem.Stream) error {
 	a.resident[a.residentIndex(b.loc)].Add(-int64(b.Size))
 	var errs []error
 	for _, f := range b.foreign {
-		if err := a.b.StreamSynchronize(f); err != nil && !a.streamGone(f) {
+		if a.streamGone(f) {
+			continue // destroyed: no work left to wait for
+		}
+		if err := a.b.StreamSynchronize(f); err != nil {
 			errs = append(errs, fmt.Errorf("managed: synchronizing %v before a free: %w", f, err))
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/streamcheck"
 )
 
 // Profiler is a gpumem.Backend that times the calls allocators make to the
@@ -289,3 +290,9 @@ func (p *Profiler) StreamCaptureInfo(s gpumem.Stream) (gpumem.CaptureInfo, error
 	defer p.done(opStreamCaptureInfo, time.Now())
 	return p.Backend.StreamCaptureInfo(s)
 }
+
+// CheckStream passes the allocators' in-process stream check through to the
+// wrapped backend (gpumem.StreamChecker), untimed: it stands for no call
+// into the vendor library. A backend without it is asked as allocators
+// would ask it.
+func (p *Profiler) CheckStream(s gpumem.Stream) error { return streamcheck.Check(p.Backend, s) }

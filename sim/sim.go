@@ -144,7 +144,10 @@ type device struct {
 	kfault   *kernelFault // the first fault of a Go kernel: the sticky error
 }
 
-var _ gpumem.Backend = (*GPU)(nil)
+var (
+	_ gpumem.Backend       = (*GPU)(nil)
+	_ gpumem.StreamChecker = (*GPU)(nil)
+)
 
 // New makes a simulated machine.
 func New(cfg Config) (*GPU, error) {

@@ -236,3 +236,18 @@ func (g *GPU) DeviceSynchronize(dev int) error {
 	g.trimPools(d)
 	return g.syncStickyErr(symtab.DeviceSynchronize, d)
 }
+
+// CheckStream implements gpumem.StreamChecker in process: nil for a live
+// stream of its device (or a device's default stream), an error matching
+// ErrInvalidValue for any other handle, ErrClosed after Close. It is not
+// counted among the calls, nor fault-injectable: it stands for the checks an
+// allocator makes without calling the device.
+func (g *GPU) CheckStream(s gpumem.Stream) error {
+	if g.closed.Load() {
+		return errf(symtab.StreamQuery, symtab.CUDADeinitialized, "the simulated GPU is closed")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, err := g.lookupStream(symtab.StreamQuery, s)
+	return err
+}

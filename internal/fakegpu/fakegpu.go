@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gpumem/gpumem"
 )
@@ -69,6 +70,7 @@ type GPU struct {
 	calls   map[string]int
 	faults  map[string]int // op -> the call count at which it fails
 	closed  bool
+	shut    atomic.Bool // closed, read without the lock (CheckStream)
 
 	askedDevices  int
 	askedCapacity uint64
@@ -300,6 +302,7 @@ func (g *GPU) Close() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.closed = true
+	g.shut.Store(true)
 	return nil
 }
 
@@ -569,4 +572,14 @@ func (g *GPU) MemUnmap(p gpumem.Ptr, size uint64) error {
 // MemSetAccess returns at once.
 func (g *GPU) MemSetAccess(p gpumem.Ptr, size uint64, dev int, a gpumem.Access) error {
 	return g.call("MemSetAccess")
+}
+
+// CheckStream implements gpumem.StreamChecker as leniently as the fake's
+// StreamCaptureInfo (any handle is a stream), but without counting a call:
+// ErrClosed after Close, nil otherwise.
+func (g *GPU) CheckStream(s gpumem.Stream) error {
+	if g.shut.Load() {
+		return fmt.Errorf("fakegpu: closed: %w", gpumem.ErrClosed)
+	}
+	return nil
 }

@@ -31,13 +31,17 @@ type Backend struct {
 	reserveG  sync.Once // computes reserveGr (Dialect.ReserveAligned)
 	reserveGr uint64
 	poolsSet  sync.Map // pool handle -> struct{}: Dialect.PoolSetup ran
+	streams   sync.Map // stream handle -> streamState: made or destroyed through this backend
 
 	// State the dialect keeps (driver version, ...).
 	DriverVersion  int
 	RuntimeVersion int
 }
 
-var _ gpumem.Backend = (*Backend)(nil)
+var (
+	_ gpumem.Backend       = (*Backend)(nil)
+	_ gpumem.StreamChecker = (*Backend)(nil)
+)
 
 // Name returns "cuda" or "hip".
 func (b *Backend) Name() string { return b.d.Name }

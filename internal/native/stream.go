@@ -14,7 +14,47 @@ func (b *Backend) StreamCreate(dev int, flags gpumem.StreamFlags, priority int) 
 	if err := b.call(dev, symtab.StreamCreate, c.addr(0), uintptr(flags), uintptr(int64(priority)), 0, 0, 0); err != nil {
 		return gpumem.Stream{}, err
 	}
-	return gpumem.Stream{Handle: uintptr(c[0]), Device: dev}, nil
+	s := gpumem.Stream{Handle: uintptr(c[0]), Device: dev}
+	b.streams.Store(s.Handle, streamState{dev: dev, live: true})
+	return s, nil
+}
+
+// streamState is what the backend knows of a stream handle it made: its
+// device, and whether it is live or was destroyed (a handle the driver may
+// give again to a new stream, which then records it live).
+type streamState struct {
+	dev  int
+	live bool
+}
+
+// CheckStream implements gpumem.StreamChecker: a stream this backend made is
+// checked in process (live, on its device); the default stream of an
+// existing device is live; a stream made elsewhere in the process (by
+// another library) is asked of the vendor library (its capture status, the
+// cheapest question). A handle this backend destroyed is refused without
+// passing it to the library, which may not survive a dead handle.
+func (b *Backend) CheckStream(s gpumem.Stream) error {
+	if b.closed.Load() {
+		return b.closedErr()
+	}
+	if s.Device < 0 || s.Device >= b.nDev {
+		return b.badDevice(s.Device)
+	}
+	if s.Handle == 0 {
+		return nil
+	}
+	if v, ok := b.streams.Load(s.Handle); ok {
+		st := v.(streamState)
+		switch {
+		case !st.live:
+			return fmt.Errorf("gpumem: %s: %v was destroyed: %w", b.d.Name, s, gpumem.ErrInvalidValue)
+		case st.dev != s.Device:
+			return fmt.Errorf("gpumem: %s: %v belongs to device %d: %w", b.d.Name, s, st.dev, gpumem.ErrInvalidValue)
+		}
+		return nil
+	}
+	_, err := b.StreamCaptureInfo(s)
+	return err
 }
 
 // StreamDestroy destroys a stream. The default stream cannot be destroyed.
@@ -26,6 +66,7 @@ func (b *Backend) StreamDestroy(s gpumem.Stream) error {
 		return err
 	}
 	b.pins.Forget(s.Handle)
+	b.streams.Store(s.Handle, streamState{dev: s.Device})
 	return nil
 }
 
