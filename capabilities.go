@@ -1,5 +1,7 @@
 package gpumem
 
+import "sync/atomic"
+
 // Optional capabilities: interfaces a Backend may implement beyond Backend
 // when it knows vendor behaviour that allocators should follow. Allocators
 // ask with a type assertion and fall back to the device attributes when a
@@ -38,4 +40,10 @@ type StreamChecker interface {
 	// existing device included), an error matching ErrInvalidValue for a
 	// handle that is not one, and one matching ErrClosed after Close.
 	CheckStream(s Stream) error
+	// StreamEpoch returns a counter that the backend increments whenever
+	// a stream may have stopped being live (a stream destroyed, the
+	// backend closed): a stream that passed CheckStream while the counter
+	// read n is live while it still reads n, so that a caller may keep its
+	// answers for that long.
+	StreamEpoch() *atomic.Uint64
 }

@@ -168,6 +168,7 @@ type Allocator struct {
 	devs     []*device
 	closed   atomic.Bool
 	sc       gpumem.StreamChecker // b, when it checks streams in process (resolved once: no assertion per call)
+	checked  checkedStreams       // streams sc passed, while its epoch holds
 
 	hooks    oomhooks.Hooks
 	nextPool atomic.Uint64
@@ -199,7 +200,9 @@ func New(b gpumem.Backend, opts Options) (*Allocator, error) {
 		return nil, fmt.Errorf("caching: counting devices: %w", err)
 	}
 	a := &Allocator{b: b, opts: opts, table: table, upstream: opts.Upstream}
-	a.sc, _ = b.(gpumem.StreamChecker)
+	if a.sc, _ = b.(gpumem.StreamChecker); a.sc != nil {
+		a.checked.backend = a.sc.StreamEpoch()
+	}
 	if a.upstream == nil {
 		a.upstream = backendUpstream{b}
 	}
@@ -266,7 +269,13 @@ func errClosed() error { return fmt.Errorf("caching: allocator closed: %w", gpum
 func (a *Allocator) checkStream(s gpumem.Stream) error {
 	var err error
 	if a.sc != nil {
-		err = a.sc.CheckStream(s)
+		if a.checked.known(s) {
+			return nil
+		}
+		e := a.checked.backend.Load() + 1
+		if err = a.sc.CheckStream(s); err == nil {
+			a.checked.remember(s, e)
+		}
 	} else {
 		err = streamcheck.Check(a.b, s)
 	}

@@ -94,13 +94,15 @@ type GPU struct {
 	nextID     uint64
 
 	streams map[uintptr]*stream
-	all     map[*stream]struct{} // created streams, and destroyed ones still draining
-	events  map[uintptr]*event
-	pools   map[uintptr]*pool
-	graphs  map[uintptr]*graph
-	execs   map[uintptr]*graphExec
-	uobjs   map[uintptr]*userObject
-	handles map[uint64]*memHandle
+	// streamEpoch counts destroyed streams and Close (StreamEpoch).
+	streamEpoch atomic.Uint64
+	all         map[*stream]struct{} // created streams, and destroyed ones still draining
+	events      map[uintptr]*event
+	pools       map[uintptr]*pool
+	graphs      map[uintptr]*graph
+	execs       map[uintptr]*graphExec
+	uobjs       map[uintptr]*userObject
+	handles     map[uint64]*memHandle
 
 	allocs   map[uint64]*object // what Free/FreeHost/FreeAsync take, by start
 	spans    treap              // top-level objects by start
@@ -372,6 +374,7 @@ func (g *GPU) Close() error {
 		g.mu.Unlock()
 		return errf(symtab.Close, symtab.CUDADeinitialized, "closed twice")
 	}
+	g.streamEpoch.Add(1)
 	g.cond.Broadcast()
 	g.mu.Unlock()
 	return nil

@@ -3,6 +3,7 @@ package sim
 import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/symtab"
+	"sync/atomic"
 )
 
 // This file is the streams of the Backend interface: creation, destruction,
@@ -101,6 +102,7 @@ func (g *GPU) StreamDestroy(s gpumem.Stream) error {
 	delete(g.streams, st.h)
 	g.forget(st)
 	g.pins.Forget(st.h)
+	g.streamEpoch.Add(1)
 	return nil
 }
 
@@ -239,7 +241,8 @@ func (g *GPU) DeviceSynchronize(dev int) error {
 
 // CheckStream implements gpumem.StreamChecker in process: nil for a live
 // stream of its device (or a device's default stream), an error matching
-// ErrInvalidValue for any other handle, ErrClosed after Close. It is not
+// ErrInvalidValue for any other handle, ErrClosed after Close (StreamEpoch
+// counts destroyed streams and Close). It is not
 // counted among the calls, nor fault-injectable: it stands for the checks an
 // allocator makes without calling the device.
 func (g *GPU) CheckStream(s gpumem.Stream) error {
@@ -251,3 +254,7 @@ func (g *GPU) CheckStream(s gpumem.Stream) error {
 	_, err := g.lookupStream(symtab.StreamQuery, s)
 	return err
 }
+
+// StreamEpoch implements gpumem.StreamChecker: incremented by StreamDestroy
+// and Close.
+func (g *GPU) StreamEpoch() *atomic.Uint64 { return &g.streamEpoch }

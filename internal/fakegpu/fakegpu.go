@@ -70,7 +70,8 @@ type GPU struct {
 	calls   map[string]int
 	faults  map[string]int // op -> the call count at which it fails
 	closed  bool
-	shut    atomic.Bool // closed, read without the lock (CheckStream)
+	shut    atomic.Bool   // closed, read without the lock (CheckStream)
+	epoch   atomic.Uint64 // StreamEpoch: destroyed streams and Close
 
 	askedDevices  int
 	askedCapacity uint64
@@ -303,6 +304,7 @@ func (g *GPU) Close() error {
 	defer g.mu.Unlock()
 	g.closed = true
 	g.shut.Store(true)
+	g.epoch.Add(1)
 	return nil
 }
 
@@ -418,6 +420,7 @@ func (g *GPU) StreamDestroy(s gpumem.Stream) error {
 		return fmt.Errorf("%s: destroying unknown stream %#x: %w", g.name, s.Handle, gpumem.ErrInvalidValue)
 	}
 	delete(g.streams, s.Handle)
+	g.epoch.Add(1)
 	return nil
 }
 
@@ -583,3 +586,7 @@ func (g *GPU) CheckStream(s gpumem.Stream) error {
 	}
 	return nil
 }
+
+// StreamEpoch implements gpumem.StreamChecker: incremented by StreamDestroy
+// and Close.
+func (g *GPU) StreamEpoch() *atomic.Uint64 { return &g.epoch }

@@ -31,7 +31,8 @@ type Backend struct {
 	reserveG  sync.Once // computes reserveGr (Dialect.ReserveAligned)
 	reserveGr uint64
 	poolsSet  sync.Map // pool handle -> struct{}: Dialect.PoolSetup ran
-	streams   sync.Map // stream handle -> streamState: made or destroyed through this backend
+	streams   sync.Map      // stream handle -> streamState: made or destroyed through this backend
+	epoch     atomic.Uint64 // StreamEpoch: incremented on StreamDestroy and Close
 
 	// State the dialect keeps (driver version, ...).
 	DriverVersion  int
@@ -74,6 +75,7 @@ func (b *Backend) Close() error {
 	if b.closed.Swap(true) {
 		return nil
 	}
+	b.epoch.Add(1)
 	if b.d.Stop != nil {
 		return b.d.Stop(b)
 	}

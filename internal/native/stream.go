@@ -2,6 +2,7 @@ package native
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/symtab"
@@ -57,6 +58,10 @@ func (b *Backend) CheckStream(s gpumem.Stream) error {
 	return err
 }
 
+// StreamEpoch implements gpumem.StreamChecker: incremented by StreamDestroy
+// and Close.
+func (b *Backend) StreamEpoch() *atomic.Uint64 { return &b.epoch }
+
 // StreamDestroy destroys a stream. The default stream cannot be destroyed.
 func (b *Backend) StreamDestroy(s gpumem.Stream) error {
 	if s.Handle == 0 {
@@ -67,6 +72,7 @@ func (b *Backend) StreamDestroy(s gpumem.Stream) error {
 	}
 	b.pins.Forget(s.Handle)
 	b.streams.Store(s.Handle, streamState{dev: s.Device})
+	b.epoch.Add(1)
 	return nil
 }
 
