@@ -233,7 +233,15 @@ func TestPoolReleaseThresholdOnGfx11(t *testing.T) {
 func TestDestructorOutsideRelease(t *testing.T) {
 	b := openFake(t, 60200000, nil, [2]uint64{})
 	inside := make(chan bool, 1)
-	o, err := b.UserObjectCreate(0, func() { inside <- fake.inCall.Load() })
+	// The destructor's goroutine may start before hipUserObjectRelease has
+	// returned on the releasing thread (it did under qemu on arm64): it waits
+	// for the call to end, which never happens if it runs inside it.
+	o, err := b.UserObjectCreate(0, func() {
+		for end := time.Now().Add(5 * time.Second); fake.inCall.Load() && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
+		inside <- fake.inCall.Load()
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
