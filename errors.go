@@ -125,6 +125,20 @@ type OutOfMemoryError struct {
 	Limit     uint64 // a software cap in force (memory fraction), 0 if none
 	Hint      string // which setting would help
 	Err       error  // the underlying failure, if any (a vendor *Error)
+	// Stats are the allocator's statistics for Device when it failed (nil
+	// when it keeps none): what Summary prints.
+	Stats *MemoryStats
+}
+
+// Summary returns the memory summary of the failing device at the failure,
+// as torch.cuda.memory_summary prints it (MemorySummary of Stats), for an
+// out-of-memory log: the error's one line says what was asked and held, the
+// summary the full picture. It is "" when the allocator gave no statistics.
+func (e *OutOfMemoryError) Summary() string {
+	if e.Stats == nil {
+		return ""
+	}
+	return MemorySummary(*e.Stats, e.Device)
 }
 
 // Error formats the error like PyTorch's OutOfMemoryError.

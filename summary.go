@@ -16,12 +16,13 @@ import (
 // statistic, as PyTorch does. The oversize rows read 0: gpumem keeps no
 // such statistics.
 //
-// stats may come from any allocator or adaptor (its Stats method); an
-// allocator can add the summary to an out-of-memory report:
+// stats may come from any allocator or adaptor (its Stats method). Every
+// allocator's out-of-memory error carries the statistics of its failure, so
+// an out-of-memory log reads:
 //
 //	var oom *gpumem.OutOfMemoryError
 //	if errors.As(err, &oom) {
-//		log.Print(err, "\n", gpumem.MemorySummaryOf(a, oom.Device))
+//		log.Print(err, "\n", oom.Summary())
 //	}
 func MemorySummary(stats MemoryStats, dev int) string {
 	return memorySummary(stats, dev, false)

@@ -188,6 +188,8 @@ func (l *Limit) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 		oom := &gpumem.OutOfMemoryError{
 			Allocator: l.name, Device: s.Device, Requested: size, Allocated: used, Limit: limit, Hint: hint,
 		}
+		st := l.Stats(s.Device)
+		oom.Stats = &st
 		l.hooks.Notify(func() *gpumem.OutOfMemoryError { return oom })
 		return 0, oom
 	}

@@ -38,6 +38,7 @@ package allocatortest
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gpumem/gpumem"
@@ -302,6 +303,8 @@ func testHugeSize(t *testing.T, f *fixture) {
 			t.Errorf("Allocate(%d): %v matches ErrOutOfMemory but is no *OutOfMemoryError", size, err)
 		case errors.Is(err, gpumem.ErrInvalidValue) && errors.Is(err, gpumem.ErrOutOfMemory):
 			t.Errorf("Allocate(%d): %v matches two sentinels", size, err)
+		case isOOM && !f.options.NoStatistics && !strings.Contains(oom.Summary(), "memory summary"):
+			t.Errorf("Allocate(%d): the out-of-memory error carries no memory summary (OutOfMemoryError.Stats)", size)
 		}
 	}
 	if told < len(above) {

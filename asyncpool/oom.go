@@ -42,13 +42,7 @@ func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) 
 			return p, err
 		}
 	}
-	e := d.oomError(size, capturing, errors.Join(append([]error{cause}, extra...)...))
-	d.mu.Lock()
-	d.tally.ooms++
-	d.hist.Add(gpumem.ActionOOM, d.id, s.Handle, 0, size)
-	d.mu.Unlock()
-	d.a.hooks.Notify(func() *gpumem.OutOfMemoryError { return e })
-	return 0, e
+	return 0, d.fail(d.oomError(size, capturing, errors.Join(append([]error{cause}, extra...)...)), s, size)
 }
 
 // maxRequest is the largest size that is not impossibly large (2^62, as
@@ -63,11 +57,20 @@ func (d *device) tooLarge(size uint64, s gpumem.Stream) error {
 	for attempt := 0; d.a.hooks.Retry(d.id, size, attempt); attempt++ {
 	}
 	cause := fmt.Errorf("asyncpool: %d bytes exceed device %d's capacity of %d: %w", size, d.id, d.total, gpumem.ErrOutOfMemory)
-	e := d.oomError(size, false, cause)
+	return d.fail(d.oomError(size, false, cause), s, size)
+}
+
+// fail counts the out-of-memory failure e in the statistics and history,
+// gives e the statistics it leaves (for its memory summary) and tells the
+// observers. No lock is held on entry.
+func (d *device) fail(e *gpumem.OutOfMemoryError, s gpumem.Stream, size uint64) *gpumem.OutOfMemoryError {
 	d.mu.Lock()
 	d.tally.ooms++
 	d.hist.Add(gpumem.ActionOOM, d.id, s.Handle, 0, size)
+	var st gpumem.MemoryStats
+	d.tally.expand(&st)
 	d.mu.Unlock()
+	e.Stats = &st
 	d.a.hooks.Notify(func() *gpumem.OutOfMemoryError { return e })
 	return e
 }

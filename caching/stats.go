@@ -165,6 +165,9 @@ func (d *device) oomErrorLocked(size uint64, cause error) *gpumem.OutOfMemoryErr
 		Allocator: "caching", Device: d.id, Requested: size, Capacity: total, Free: free,
 		Allocated: allocated, Reserved: reserved, Largest: d.largestFreeLocked(), Limit: d.limit, Err: cause,
 	}
+	st := d.statsLocked()
+	st.NumOOMs++ // this failure, counted by the caller after
+	e.Stats = &st
 	switch {
 	case d.capped && reserved+segmentSize(size) > d.limit:
 		e.Hint = "The memory fraction's cap is reached: raise per_process_memory_fraction in GPUMEM_ALLOC_CONF or free memory"
