@@ -36,15 +36,16 @@ func TestABIAgainstCUDAHeader(t *testing.T) {
 		t.Fatalf("ABI(%d) is empty", v)
 	}
 	got := compileABI(t, gcc, inc, "#include <cuda.h>\n", layouts, consts)
+	bad := 0
 	for _, name := range sortedNames(layouts) {
 		l := layouts[name]
 		if g := got.Layouts[name]; !reflect.DeepEqual(g, l) {
 			t.Errorf("%s: cuda.h says %+v, backend uses %+v", name, g, l)
+			bad++
 			continue
 		}
 		t.Logf("%s: size %d, %d fields %v", name, l.Size, len(l.Offsets), l.Offsets)
 	}
-	bad := 0
 	for _, name := range sortedNames(consts) {
 		if g, ok := got.Constants[name]; !ok || g != consts[name] {
 			t.Errorf("%s: cuda.h says %d, backend uses %d", name, g, consts[name])
@@ -53,6 +54,32 @@ func TestABIAgainstCUDAHeader(t *testing.T) {
 	}
 	t.Logf("cuda.h CUDA_VERSION %d (%s): %d layouts and %d constants compared, %d differ",
 		v, FormatVersion(v), len(layouts), len(consts), bad)
+}
+
+// TestABIVersions: the entries cuda.h gained after 11.8 are absent from
+// ABI(11080) (the header check compiles only what ABI gives) and present from
+// their version.
+func TestABIVersions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		from int
+	}{
+		{"CU_GET_PROC_ADDRESS_SUCCESS", cuda120},
+		{"CU_MEM_LOCATION_TYPE_HOST", cuda122},
+	} {
+		for _, v := range []int{11030, 11080, tc.from - 10, tc.from, 13000} {
+			_, consts := ABI(v)
+			if _, ok := consts[tc.name]; ok != (v >= tc.from) {
+				t.Errorf("ABI(%d) has %s: %v, want %v", v, tc.name, ok, v >= tc.from)
+			}
+		}
+	}
+	for v, want := range map[int]string{11080: "reserved", 12000: "reserved", cuda122: "maxSize"} {
+		layouts, _ := ABI(v)
+		if _, ok := layouts["CUmemPoolProps"].Offsets[want]; !ok || layouts["CUmemPoolProps"].Offsets["reserved"] == 0 {
+			t.Errorf("ABI(%d): CUmemPoolProps %v has no %s", v, layouts["CUmemPoolProps"], want)
+		}
+	}
 }
 
 // abiDump is the C program's output, in SymbolReport's shape.
