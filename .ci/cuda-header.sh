@@ -80,7 +80,7 @@ GPUMEM_TEST_CUDA_INCLUDE=$inc CGO_ENABLED=0 go test -count=1 -run '^TestABIAgain
 if [ -n "${GPUMEM_TEST_CUDA_LIBRARY:-}" ] && [ -n "$GPUMEM" ]; then
 	log "gpumem symbols --backend cuda --json against $GPUMEM_TEST_CUDA_LIBRARY"
 	"$GPUMEM" symbols --backend cuda --library "$GPUMEM_TEST_CUDA_LIBRARY" --json >"$DIR/symbols.json"
-	GPUMEM_TEST_SYMBOLS_JSON=$DIR/symbols.json CGO_ENABLED=0 go test -count=1 -run '^TestSymbolsReportABI$' -v ./driver |
+	GPUMEM_TEST_CUDA_SYMBOLS_JSON=$DIR/symbols.json CGO_ENABLED=0 go test -count=1 -run '^TestSymbolsReportABI$' -v ./driver |
 		grep -E '^(ok|FAIL|---)|:[0-9]+: ' >&2
 else
 	log "no GPUMEM_TEST_CUDA_LIBRARY or no GPUMEM: the symbols report check is skipped"

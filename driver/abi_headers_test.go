@@ -140,13 +140,13 @@ func sortedNames[V any](m map[string]V) []string {
 }
 
 // TestSymbolsReportABI checks a `gpumem symbols --backend cuda --json`
-// report (the file GPUMEM_TEST_SYMBOLS_JSON, written by .ci/cuda-header.sh
+// report (the file GPUMEM_TEST_CUDA_SYMBOLS_JSON, written by .ci/cuda-header.sh
 // for the libcuda .ci/vendor-libs.sh provisions): every required symbol
 // resolved, and the layouts and constants are ABI's for its version.
 func TestSymbolsReportABI(t *testing.T) {
-	path := os.Getenv("GPUMEM_TEST_SYMBOLS_JSON")
+	path := os.Getenv("GPUMEM_TEST_CUDA_SYMBOLS_JSON")
 	if path == "" {
-		t.Skip("GPUMEM_TEST_SYMBOLS_JSON is not set (.ci/cuda-header.sh sets it)")
+		t.Skip("GPUMEM_TEST_CUDA_SYMBOLS_JSON is not set (.ci/cuda-header.sh sets it)")
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -175,6 +175,9 @@ func TestSymbolsABI(t *testing.T) {
 
 func checkReport(t *testing.T, rep gpumem.SymbolReport) {
 	t.Helper()
+	if rep.Backend != "cuda" {
+		t.Fatalf("%s: a report of backend %q, not cuda", rep.Library, rep.Backend)
+	}
 	if rep.MissingRequired != 0 {
 		t.Errorf("%s: %d required symbols missing", rep.Library, rep.MissingRequired)
 	}
