@@ -6,9 +6,16 @@ import (
 	"github.com/gpumem/gpumem/internal/symtab"
 )
 
-// cuda122 is the first driver version (1000*major + 10*minor) whose
-// CUmemPoolProps has maxSize at 24 and whose CUmemLocation has a host type.
-const cuda122 = 12020
+// Driver versions (1000*major + 10*minor) at which the ABI the backend
+// speaks changed; each is the first version with the new form.
+const (
+	// cuda120: cuGetProcAddress_v2 and its CUdriverProcAddressQueryResult
+	// (CU_GET_PROC_ADDRESS_SUCCESS); CUDA 11.8's cuda.h has neither.
+	cuda120 = 12000
+	// cuda122: CUmemPoolProps has maxSize at 24 and CUmemLocation a host
+	// type.
+	cuda122 = 12020
+)
 
 // layouts are the structs the backend writes (cuda.h).
 var layouts = []symtab.Layout{
@@ -139,7 +146,7 @@ var shared = []symtab.Const{
 	{Name: "CU_USER_OBJECT_NO_DESTRUCTOR_SYNC", Value: native.UserObjectNoDestructSync},
 	{Name: "CU_GRAPH_USER_OBJECT_MOVE", Value: native.GraphUserObjectMove},
 	{Name: "CU_GET_PROC_ADDRESS_LEGACY_STREAM", Value: procLegacyStream},
-	{Name: "CU_GET_PROC_ADDRESS_SUCCESS", Value: procSuccess},
+	{Name: "CU_GET_PROC_ADDRESS_SUCCESS", Value: procSuccess, From: cuda120},
 }
 
 // constants is every vendor value the backend passes or interprets.
