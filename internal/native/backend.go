@@ -30,7 +30,7 @@ type Backend struct {
 	maps      mappings  // HIP: what MemMap mapped where (Dialect.UnmapByMapping)
 	reserveG  sync.Once // computes reserveGr (Dialect.ReserveAligned)
 	reserveGr uint64
-	poolsSet  sync.Map // pool handle -> struct{}: Dialect.PoolSetup ran
+	poolsSet  sync.Map      // pool handle -> struct{}: Dialect.PoolSetup ran
 	streams   sync.Map      // stream handle -> streamState: made or destroyed through this backend
 	epoch     atomic.Uint64 // StreamEpoch: incremented on StreamDestroy and Close
 
