@@ -127,7 +127,9 @@ func (m *Manager) fromDevice(b *Buffer, to Tier, fallback bool) (func(), error) 
 		start = time.Now()
 		err = m.mv.copyDirect(blk.ptr(), src, size, waits)
 	} else {
-		ext = m.disk.alloc(size)
+		if ext, err = m.disk.alloc(size); err != nil {
+			return fail(err)
+		}
 		start = time.Now()
 		err = m.mv.toHost(src, size, waits, func(off uint64, p []byte) error {
 			return m.disk.writeAt(p, ext.Off+off)
@@ -179,9 +181,14 @@ func (m *Manager) hostToDisk(b *Buffer) (func(), error) {
 	m.mu.Lock()
 	blk, size := b.hblk, b.size
 	m.mu.Unlock()
-	ext := m.disk.alloc(size)
+	ext, err := m.disk.alloc(size)
+	if err != nil {
+		m.mu.Lock()
+		m.st.HostToDisk.Failures++
+		m.mu.Unlock()
+		return nop, fmt.Errorf("deferrable: spill buffer %d to disk: %w", b.id, err)
+	}
 	start := time.Now()
-	var err error
 	if mem := blk.bytes(); mem != nil {
 		err = m.disk.writeAt(mem, ext.Off)
 	} else {
