@@ -137,8 +137,8 @@
 //	manager.go   Options, New, the Manager and its checks
 //	buffer.go    the Buffer: identity, tier, priority, waiting on a move
 //	alloc.go     Alloc and Free; device memory from the upstream, OOM retries
-//	spill.go     the spilling policy: Spill, OOMHandler, victims, demotion
-//	move.go      tier moves: MoveTo, spill and unspill between the tiers
+//	spill.go     the spilling policy: Spill(Context), OOMHandler, victims, demotion
+//	move.go      tier moves: MoveTo(Context), spill and unspill between the tiers
 //	hold.go      Acquire, Release and their asynchronous forms; locked
 //	fence.go     the fences and the event pool
 //	launch.go    LockAndLaunch(Async), ReleaseStream, SyncAndUnlock
