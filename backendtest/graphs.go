@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -125,9 +124,8 @@ func churn() (stop func()) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ts := syscall.Timespec{Nsec: 100_000}
 			for !done.Load() {
-				_ = syscall.Nanosleep(&ts, nil)
+				blockInSyscall()
 				runtime.Gosched()
 			}
 		}()

@@ -5,6 +5,7 @@
 package deferrable
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -93,7 +94,7 @@ func (m *Manager) allocDevice(size uint64, cs gpumem.Stream) (gpumem.Ptr, error)
 		cur := m.tiers[TierDevice].Bytes
 		m.mu.Unlock()
 		if cur+size > m.devLim {
-			m.spillDevice(cur+size-m.devLim, false) // soft: go on whatever it freed
+			m.spillDevice(context.Background(), cur+size-m.devLim, false) // soft: go on whatever it freed
 		}
 	}
 	for attempt := 0; ; attempt++ {
@@ -107,7 +108,7 @@ func (m *Manager) allocDevice(size uint64, cs gpumem.Stream) (gpumem.Ptr, error)
 		if attempt >= oomhooks.MaxAttempts {
 			return 0, fmt.Errorf("deferrable: allocate %s: still out of memory after %d spills: %w", gpumem.FormatBytes(size), attempt, err)
 		}
-		freed, waited, serr := m.spillDevice(m.shortfall(size, attempt), true)
+		freed, waited, serr := m.spillDevice(context.Background(), m.shortfall(size, attempt), true)
 		if freed == 0 && !waited {
 			if serr != nil {
 				return 0, fmt.Errorf("deferrable: allocate %s: spilling failed (%v): %w", gpumem.FormatBytes(size), serr, err)

@@ -1,19 +1,32 @@
 package deferrable
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 
+	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/extent"
 )
 
-// diskStore is the disk tier: one file in a private directory, holding every
-// spilled buffer as an extent. The file is created 0600 in a directory made
-// 0700 by os.MkdirTemp, then unlinked at once (with its directory) where the
-// OS allows it, so that a crash leaves nothing behind; the open descriptor
-// keeps the data. Close removes whatever is left.
+// ErrDiskFull is returned (wrapped, with the system's own error, such as
+// ENOSPC) when the disk tier cannot reserve the file space of a spill. It
+// matches gpumem.ErrOutOfMemory: like a full host tier, a full disk is a tier
+// out of room, and the spill fails before any byte is copied, with the buffer
+// left where it was.
+var ErrDiskFull = fmt.Errorf("deferrable: disk tier: no space left for the spill file: %w", gpumem.ErrOutOfMemory)
+
+// diskStore is the disk tier: one file holding every spilled buffer as an
+// extent. Where the file system allows it (Linux, O_TMPFILE), the file is
+// made in Options.DiskDir with no name at all, so that a crash leaves nothing
+// behind; elsewhere it is created 0600 in a private directory made 0700 by
+// os.MkdirTemp and unlinked at once (with its directory) where the OS allows
+// it. Either way the open descriptor keeps the data, and Close removes
+// whatever is left. The file's space is reserved (fallocate on Linux) as it
+// grows, so a full disk fails the spill that grows it, not a write halfway
+// through a copy.
 type diskStore struct {
 	mu       sync.Mutex
 	dir      string
@@ -24,7 +37,23 @@ type diskStore struct {
 	free     extent.List // first fit, the free extents below end
 }
 
+// reserveSpace reserves the file's space for bytes [off, off+n) so that later
+// writes there cannot fail for lack of room: fallocate(2) on Linux, nothing
+// elsewhere. It returns errors.ErrUnsupported where the file system cannot
+// reserve space (the spill then goes on without a reservation). A variable so
+// that tests can make the disk full.
+var reserveSpace = fallocate
+
+// openTmpfile opens an unnamed file in dir (O_TMPFILE). A variable so that
+// tests can take the fallback path.
+var openTmpfile = openUnnamed
+
 func newDiskStore(parent string) (*diskStore, error) {
+	if f, err := openTmpfile(parent); err == nil {
+		return &diskStore{f: f, unlinked: true}, nil
+	} else if !errors.Is(err, errors.ErrUnsupported) {
+		return nil, fmt.Errorf("deferrable: disk tier: %w", err)
+	}
 	dir, err := os.MkdirTemp(parent, "gpumem-deferrable-")
 	if err != nil {
 		return nil, fmt.Errorf("deferrable: disk tier: %w", err)
@@ -45,16 +74,23 @@ func newDiskStore(parent string) (*diskStore, error) {
 	return d, nil
 }
 
-// alloc reserves size bytes of the file (first fit, else at the end).
-func (d *diskStore) alloc(size uint64) extent.Extent {
+// alloc reserves size bytes of the file (first fit, else at the end, the
+// file's space then reserved). A disk that cannot hold them is an error
+// matching ErrDiskFull (and gpumem.ErrOutOfMemory).
+func (d *diskStore) alloc(size uint64) (extent.Extent, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if off, ok := d.free.Take(size); ok {
-		return extent.Extent{Off: off, Size: size}
+		return extent.Extent{Off: off, Size: size}, nil
 	}
 	e := extent.Extent{Off: d.end, Size: size}
+	if err := reserveSpace(d.f, int64(e.Off), int64(size)); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		// fallocate may have reserved part of the range: give it back.
+		_ = d.f.Truncate(int64(d.end))
+		return extent.Extent{}, fmt.Errorf("%w: %s at offset %d: %w", ErrDiskFull, gpumem.FormatBytes(size), e.Off, err)
+	}
 	d.end += size
-	return e
+	return e, nil
 }
 
 // release returns an extent, coalescing neighbours and shortening the file

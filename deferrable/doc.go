@@ -107,11 +107,18 @@
 //
 // # The disk tier
 //
-// With Options.DiskDir, the manager makes a directory there with
-// os.MkdirTemp (mode 0700) and one file in it (mode 0600), then unlinks both
-// at once where the OS allows: the open descriptor keeps the data and a crash
-// leaves nothing behind. Buffers are extents of that file (an internal/extent
-// list, first fit, coalesced; the file is shortened when its tail frees).
+// With Options.DiskDir, the manager opens one file there. On Linux it is an
+// unnamed file (O_TMPFILE): it never has a directory entry, so a crash leaves
+// nothing behind. Where the OS or the file system lacks O_TMPFILE, the manager
+// makes a directory there with os.MkdirTemp (mode 0700) and one file in it
+// (mode 0600), then unlinks both at once where the OS allows: the open
+// descriptor keeps the data. Buffers are extents of that file (an
+// internal/extent list, first fit, coalesced; the file is shortened when its
+// tail frees). When the file grows, its space is reserved at once (fallocate
+// on Linux, where the file system supports it): a full disk fails the spill
+// before any byte is copied, with an error matching ErrDiskFull and
+// gpumem.ErrOutOfMemory (and the system's own, such as syscall.ENOSPC), and the
+// buffer stays where it was; it never fails a write halfway through a copy.
 // Close removes anything left.
 //
 // # Measuring
@@ -130,8 +137,8 @@
 //	manager.go   Options, New, the Manager and its checks
 //	buffer.go    the Buffer: identity, tier, priority, waiting on a move
 //	alloc.go     Alloc and Free; device memory from the upstream, OOM retries
-//	spill.go     the spilling policy: Spill, OOMHandler, victims, demotion
-//	move.go      tier moves: MoveTo, spill and unspill between the tiers
+//	spill.go     the spilling policy: Spill(Context), OOMHandler, victims, demotion
+//	move.go      tier moves: MoveTo(Context), spill and unspill between the tiers
 //	hold.go      Acquire, Release and their asynchronous forms; locked
 //	fence.go     the fences and the event pool
 //	launch.go    LockAndLaunch(Async), ReleaseStream, SyncAndUnlock
@@ -141,7 +148,7 @@
 //	tier.go      Tier, Info, Callbacks
 //	policy.go    Policy and LRU
 //	arena.go     the pinned host arena
-//	disk.go      the disk file
+//	disk.go      the disk file; disk_linux.go: O_TMPFILE and fallocate
 //	transfer.go  the mover: copy stream, direct DMA, the staging ring
 //	resource.go  DeviceResource
 package deferrable

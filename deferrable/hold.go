@@ -5,6 +5,7 @@
 package deferrable
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/gpumem/gpumem"
@@ -43,7 +44,7 @@ func (b *Buffer) acquire(s gpumem.Stream, async bool) (gpumem.Ptr, error) {
 	if b.tier != TierDevice {
 		m.markMovingLocked(b)
 		m.mu.Unlock()
-		notify, err := m.unspill(b)
+		notify, err := m.unspill(context.Background(), b)
 		m.mu.Lock()
 		b.moving = false
 		m.nMoving--

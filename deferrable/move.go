@@ -5,6 +5,7 @@
 package deferrable
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -18,6 +19,16 @@ import (
 // host fails with ErrOutOfMemory when the host tier is full, and a move to
 // disk needs Options.DiskDir.
 func (b *Buffer) MoveTo(t Tier) error {
+	return b.MoveToContext(context.Background(), t)
+}
+
+// MoveToContext is MoveTo, stopped when ctx is done: it checks ctx before the
+// move and between the chunks of a copy through the staging ring, to disk or
+// from disk (a copy between the device and the pinned arena is one DMA and
+// runs to its end). A stopped move leaves the buffer where it was, whole, and
+// returns an error matching ctx.Err(); it is not counted in Stats' failures.
+// Waiting for another goroutine's move of the same buffer is not stopped.
+func (b *Buffer) MoveToContext(ctx context.Context, t Tier) error {
 	const op = "move"
 	if err := b.valid(op); err != nil {
 		return err
@@ -43,26 +54,30 @@ func (b *Buffer) MoveTo(t Tier) error {
 		m.mu.Unlock()
 		return fmt.Errorf("deferrable: move buffer %d to %v: %w", b.id, t, ErrLocked)
 	}
+	if err := ctx.Err(); err != nil {
+		m.mu.Unlock()
+		return fmt.Errorf("deferrable: move buffer %d to %v: %w", b.id, t, err)
+	}
 	m.markMovingLocked(b)
 	m.mu.Unlock()
 	var notify func()
 	var err error
 	switch {
 	case t == TierDevice:
-		notify, err = m.unspill(b)
+		notify, err = m.unspill(ctx, b)
 	case from == TierDevice:
 		if t == TierHost {
 			if err = m.reserveHost(b.size); err == nil {
-				notify, err = m.fromDevice(b, TierHost, false)
+				notify, err = m.fromDevice(ctx, b, TierHost, false)
 			}
 		} else {
-			notify, err = m.fromDevice(b, TierDisk, false)
+			notify, err = m.fromDevice(ctx, b, TierDisk, false)
 		}
 	case t == TierDisk:
-		notify, err = m.hostToDisk(b)
+		notify, err = m.hostToDisk(ctx, b)
 	default:
 		if err = m.reserveHost(b.size); err == nil {
-			notify, err = m.diskToHost(b)
+			notify, err = m.diskToHost(ctx, b)
 		}
 	}
 	m.doneMoving(b)
@@ -73,6 +88,12 @@ func (b *Buffer) MoveTo(t Tier) error {
 }
 
 func nop() {}
+
+// stopped reports whether err is a move stopped by its context, which
+// Stats does not count as a failure.
+func stopped(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
 
 func (m *Manager) markMovingLocked(b *Buffer) {
 	b.moving = true
@@ -91,8 +112,9 @@ func (m *Manager) doneMoving(b *Buffer) {
 // already reserved): to the host, one DMA into a block of the pinned arena; to
 // disk, through the staging ring. Then it gives the device memory back. With
 // fallback, a failure for lack of memory is counted as a fallback, not a
-// failure: the caller then spills to disk.
-func (m *Manager) fromDevice(b *Buffer, to Tier, fallback bool) (func(), error) {
+// failure: the caller then spills to disk. It stops when ctx is done, before
+// the copy or between chunks to disk.
+func (m *Manager) fromDevice(ctx context.Context, b *Buffer, to Tier, fallback bool) (func(), error) {
 	m.mu.Lock()
 	src, size, waits := b.dptr, b.size, fenceList(b)
 	m.mu.Unlock()
@@ -105,9 +127,10 @@ func (m *Manager) fromDevice(b *Buffer, to Tier, fallback bool) (func(), error) 
 		if to == TierHost {
 			m.hostRsv -= size
 		}
-		if fallback && errors.Is(err, gpumem.ErrOutOfMemory) {
+		switch {
+		case fallback && errors.Is(err, gpumem.ErrOutOfMemory):
 			stat.Fallbacks++
-		} else {
+		case !stopped(err):
 			stat.Failures++
 		}
 		m.mu.Unlock()
@@ -124,12 +147,21 @@ func (m *Manager) fromDevice(b *Buffer, to Tier, fallback bool) (func(), error) 
 		if blk, err = m.arena.alloc(size); err != nil {
 			return fail(err)
 		}
+		if err = ctx.Err(); err != nil {
+			m.arena.release(blk)
+			return fail(err)
+		}
 		start = time.Now()
 		err = m.mv.copyDirect(blk.ptr(), src, size, waits)
 	} else {
-		ext = m.disk.alloc(size)
+		if ext, err = m.disk.alloc(size); err != nil {
+			return fail(err)
+		}
 		start = time.Now()
 		err = m.mv.toHost(src, size, waits, func(off uint64, p []byte) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			return m.disk.writeAt(p, ext.Off+off)
 		})
 	}
@@ -174,18 +206,26 @@ func (m *Manager) notifySpill(info Info, from Tier) func() {
 }
 
 // hostToDisk writes host-resident b (marked moving) to the disk tier, from
-// its pinned block, and gives the block back to the arena.
-func (m *Manager) hostToDisk(b *Buffer) (func(), error) {
+// its pinned block, and gives the block back to the arena. It stops when ctx
+// is done, between chunks.
+func (m *Manager) hostToDisk(ctx context.Context, b *Buffer) (func(), error) {
 	m.mu.Lock()
 	blk, size := b.hblk, b.size
 	m.mu.Unlock()
-	ext := m.disk.alloc(size)
+	ext, err := m.disk.alloc(size)
+	if err != nil {
+		m.mu.Lock()
+		m.st.HostToDisk.Failures++
+		m.mu.Unlock()
+		return nop, fmt.Errorf("deferrable: spill buffer %d to disk: %w", b.id, err)
+	}
 	start := time.Now()
-	var err error
 	if mem := blk.bytes(); mem != nil {
-		err = m.disk.writeAt(mem, ext.Off)
+		err = m.pieces(ctx, size, func(off, n uint64) error {
+			return m.disk.writeAt(mem[off:off+n], ext.Off+off)
+		})
 	} else {
-		err = m.chunked(size, func(off uint64, p []byte) error {
+		err = m.chunked(ctx, size, func(off uint64, p []byte) error {
 			if err := m.arena.readBlock(blk, off, p); err != nil {
 				return err
 			}
@@ -196,7 +236,9 @@ func (m *Manager) hostToDisk(b *Buffer) (func(), error) {
 	if err != nil {
 		m.disk.release(ext)
 		m.mu.Lock()
-		m.st.HostToDisk.Failures++
+		if !stopped(err) {
+			m.st.HostToDisk.Failures++
+		}
 		m.mu.Unlock()
 		return nop, fmt.Errorf("deferrable: spill buffer %d to disk: %w", b.id, err)
 	}
@@ -211,27 +253,38 @@ func (m *Manager) hostToDisk(b *Buffer) (func(), error) {
 	return m.notifySpill(b.infoLocked(), TierHost), nil
 }
 
-// chunked calls f on consecutive pieces of size bytes, each given a scratch
-// slice of at most the staging size (for backends whose pinned memory the
-// process cannot address).
-func (m *Manager) chunked(size uint64, f func(off uint64, p []byte) error) error {
-	buf := make([]byte, min(size, m.mv.chunk))
-	for off := uint64(0); off < size; off += uint64(len(buf)) {
-		if err := f(off, buf[:min(uint64(len(buf)), size-off)]); err != nil {
+// pieces calls f on consecutive pieces [off, off+n) of size bytes, of at most
+// the staging size each, checking ctx before each.
+func (m *Manager) pieces(ctx context.Context, size uint64, f func(off, n uint64) error) error {
+	for off := uint64(0); off < size; off += m.mv.chunk {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := f(off, min(m.mv.chunk, size-off)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// chunked calls f on consecutive pieces of size bytes, each given a scratch
+// slice of at most the staging size (for backends whose pinned memory the
+// process cannot address), checking ctx before each.
+func (m *Manager) chunked(ctx context.Context, size uint64, f func(off uint64, p []byte) error) error {
+	buf := make([]byte, min(size, m.mv.chunk))
+	return m.pieces(ctx, size, func(off, n uint64) error { return f(off, buf[:n]) })
+}
+
 // diskToHost reads disk-resident b (marked moving; host room reserved) back
-// into a block of the pinned arena.
-func (m *Manager) diskToHost(b *Buffer) (func(), error) {
+// into a block of the pinned arena. It stops when ctx is done, between chunks.
+func (m *Manager) diskToHost(ctx context.Context, b *Buffer) (func(), error) {
 	size, ext := b.size, b.ext
 	fail := func(err error) (func(), error) {
 		m.mu.Lock()
 		m.hostRsv -= size
-		m.st.DiskToHost.Failures++
+		if !stopped(err) {
+			m.st.DiskToHost.Failures++
+		}
 		m.mu.Unlock()
 		return nop, fmt.Errorf("deferrable: read buffer %d back from disk: %w", b.id, err)
 	}
@@ -241,9 +294,11 @@ func (m *Manager) diskToHost(b *Buffer) (func(), error) {
 	}
 	start := time.Now()
 	if mem := blk.bytes(); mem != nil {
-		err = m.disk.readAt(mem, ext.Off)
+		err = m.pieces(ctx, size, func(off, n uint64) error {
+			return m.disk.readAt(mem[off:off+n], ext.Off+off)
+		})
 	} else {
-		err = m.chunked(size, func(off uint64, p []byte) error {
+		err = m.chunked(ctx, size, func(off uint64, p []byte) error {
 			if err := m.disk.readAt(p, ext.Off+off); err != nil {
 				return err
 			}
@@ -274,8 +329,9 @@ func (m *Manager) diskToHost(b *Buffer) (func(), error) {
 // unspill brings b (marked moving, on the host or disk) back to the device:
 // new device memory (which may spill others), then the copy on the copy
 // stream (one DMA from the pinned arena, or the staging ring from disk),
-// waited for until it has completed.
-func (m *Manager) unspill(b *Buffer) (func(), error) {
+// waited for until it has completed. It stops when ctx is done, before the
+// copy or between chunks from disk.
+func (m *Manager) unspill(ctx context.Context, b *Buffer) (func(), error) {
 	m.mu.Lock()
 	from, size, blk, ext := b.tier, b.size, b.hblk, b.ext
 	m.mu.Unlock()
@@ -285,7 +341,9 @@ func (m *Manager) unspill(b *Buffer) (func(), error) {
 	}
 	fail := func(err error) (func(), error) {
 		m.mu.Lock()
-		stat.Failures++
+		if !stopped(err) {
+			stat.Failures++
+		}
 		m.mu.Unlock()
 		return nop, fmt.Errorf("deferrable: unspill buffer %d (%s) from %v: %w", b.id, gpumem.FormatBytes(size), from, err)
 	}
@@ -310,10 +368,16 @@ func (m *Manager) unspill(b *Buffer) (func(), error) {
 		return fail(err)
 	}
 	start := time.Now()
-	if from == TierHost {
+	switch {
+	case ctx.Err() != nil:
+		err = ctx.Err() // nothing queued on the copy stream yet
+	case from == TierHost:
 		err = m.mv.copyDirect(p, blk.ptr(), size, nil)
-	} else {
+	default:
 		err = m.mv.toDevice(p, size, func(off uint64, dst []byte) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			return m.disk.readAt(dst, ext.Off+off)
 		}, ev)
 		if err == nil {

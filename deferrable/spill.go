@@ -5,6 +5,7 @@
 package deferrable
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -16,10 +17,23 @@ import (
 // freed; an error says why some buffer could not be moved (it stays where it
 // was, whole).
 func (m *Manager) Spill(bytes uint64) (uint64, error) {
+	return m.SpillContext(context.Background(), bytes)
+}
+
+// SpillContext is Spill, stopped when ctx is done: it checks ctx before each
+// buffer and between the chunks of a copy through the staging ring or to
+// disk (a copy into the pinned arena is one DMA and runs to its end). A
+// buffer whose move is stopped stays where it was, whole; the buffers moved
+// before stay moved. It returns the bytes freed so far and an error matching
+// ctx.Err(). A stopped move is not counted in Stats' failures.
+func (m *Manager) SpillContext(ctx context.Context, bytes uint64) (uint64, error) {
 	if err := m.usable("spill"); err != nil {
 		return 0, err
 	}
-	freed, _, err := m.spillDevice(bytes, false)
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("deferrable: spill: %w", err)
+	}
+	freed, _, err := m.spillDevice(ctx, bytes, false)
 	return freed, err
 }
 
@@ -43,7 +57,7 @@ func (m *Manager) OOMHandler() gpumem.OOMHandler {
 		}
 		m.nMoving++ // Close waits for this handler
 		m.mu.Unlock()
-		freed, waited, _ := m.spillDevice(m.shortfall(requested, attempt), true)
+		freed, waited, _ := m.spillDevice(context.Background(), m.shortfall(requested, attempt), true)
 		m.mu.Lock()
 		m.st.OOMHandlerCalls++
 		m.st.OOMSpilledBytes += freed
@@ -58,10 +72,15 @@ func (m *Manager) OOMHandler() gpumem.OOMHandler {
 // nothing can be spilled now it waits instead for what will free device
 // memory soon: spills in flight on other goroutines, or an asynchronous
 // release (EventSynchronize on its fence), and reports that it waited, so
-// that the caller retries. Called with no lock held.
-func (m *Manager) spillDevice(need uint64, wait bool) (freed uint64, waited bool, err error) {
+// that the caller retries. It stops when ctx is done, between buffers or
+// inside a move. Called with no lock held.
+func (m *Manager) spillDevice(ctx context.Context, need uint64, wait bool) (freed uint64, waited bool, err error) {
 	var errs []error
 	for round := 0; freed < need && round < 8; round++ {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, fmt.Errorf("deferrable: spill: %w", err))
+			break
+		}
 		m.mu.Lock()
 		if m.closed {
 			m.mu.Unlock()
@@ -93,8 +112,18 @@ func (m *Manager) spillDevice(need uint64, wait bool) (freed uint64, waited bool
 		m.nSpilling += len(victims)
 		m.mu.Unlock()
 		progress := false
-		for _, v := range victims {
-			notify, err := m.spillOne(v)
+		for i, v := range victims {
+			if err := ctx.Err(); err != nil {
+				// The rest stay where they are.
+				for _, r := range victims[i:] {
+					m.mu.Lock()
+					m.nSpilling--
+					m.mu.Unlock()
+					m.doneMoving(r)
+				}
+				return freed, waited, errors.Join(append(errs, fmt.Errorf("deferrable: spill: %w", err))...)
+			}
+			notify, err := m.spillOne(ctx, v)
 			m.mu.Lock()
 			m.nSpilling--
 			m.mu.Unlock()
@@ -143,13 +172,13 @@ func (m *Manager) chooseLocked(tier Tier, need uint64) []*Buffer {
 
 // spillOne moves device-resident b (marked moving) to the host tier, making
 // room there by demoting older host buffers to disk, or to disk directly.
-func (m *Manager) spillOne(b *Buffer) (func(), error) {
+func (m *Manager) spillOne(ctx context.Context, b *Buffer) (func(), error) {
 	err := m.reserveHost(b.size)
 	if err == nil {
-		notify, err := m.fromDevice(b, TierHost, m.disk != nil)
+		notify, err := m.fromDevice(ctx, b, TierHost, m.disk != nil)
 		if err != nil && m.disk != nil && errors.Is(err, gpumem.ErrOutOfMemory) {
 			// The arena could not place it (its limit, fragmentation).
-			return m.fromDevice(b, TierDisk, false)
+			return m.fromDevice(ctx, b, TierDisk, false)
 		}
 		return notify, err
 	}
@@ -160,12 +189,12 @@ func (m *Manager) spillOne(b *Buffer) (func(), error) {
 		return nop, fmt.Errorf("deferrable: spill buffer %d: %w", b.id, err)
 	}
 	if b.size <= m.hostLm {
-		m.demoteHost(b.size)
+		m.demoteHost(ctx, b.size)
 		if m.reserveHost(b.size) == nil {
-			return m.fromDevice(b, TierHost, false)
+			return m.fromDevice(ctx, b, TierHost, false)
 		}
 	}
-	return m.fromDevice(b, TierDisk, false)
+	return m.fromDevice(ctx, b, TierDisk, false)
 }
 
 // reserveHost reserves room in the host tier or fails with ErrOutOfMemory.
@@ -182,8 +211,8 @@ func (m *Manager) reserveHost(size uint64) error {
 }
 
 // demoteHost moves host buffers to disk until size more bytes fit under the
-// host limit (as far as it can).
-func (m *Manager) demoteHost(size uint64) {
+// host limit (as far as it can, and until ctx is done).
+func (m *Manager) demoteHost(ctx context.Context, size uint64) {
 	m.mu.Lock()
 	var victims []*Buffer
 	if used := m.tiers[TierHost].Bytes + m.hostRsv + size; used > m.hostLm {
@@ -191,7 +220,7 @@ func (m *Manager) demoteHost(size uint64) {
 	}
 	m.mu.Unlock()
 	for _, v := range victims {
-		notify, _ := m.hostToDisk(v) // failure: v stays on the host
+		notify, _ := m.hostToDisk(ctx, v) // failure or ctx done: v stays on the host
 		m.doneMoving(v)
 		notify()
 	}

@@ -4,13 +4,13 @@ package kernel
 
 import (
 	"fmt"
-	"syscall"
+	"golang.org/x/sys/unix"
 )
 
 // mapPages maps n bytes (a whole number of pages) of zeroed, private,
 // read-write memory outside the Go heap.
 func mapPages(n int) ([]byte, error) {
-	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
 	if err != nil {
 		return nil, fmt.Errorf("kernel: mapping %d bytes for arguments: %w", n, err)
 	}
@@ -19,10 +19,10 @@ func mapPages(n int) ([]byte, error) {
 
 // unmapPages releases a mapping of mapPages.
 func unmapPages(b []byte) error {
-	if err := syscall.Munmap(b); err != nil {
+	if err := unix.Munmap(b); err != nil {
 		return fmt.Errorf("kernel: unmapping arguments: %w", err)
 	}
 	return nil
 }
 
-func pageSize() int { return syscall.Getpagesize() }
+func pageSize() int { return unix.Getpagesize() }

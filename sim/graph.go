@@ -2,7 +2,6 @@ package sim
 
 import (
 	"errors"
-	"syscall"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/symtab"
@@ -217,7 +216,7 @@ func (g *GPU) beginCapture(s gpumem.Stream, mode gpumem.CaptureMode, stk stack) 
 	c := &capture{id: g.captureID, origin: st, mode: mode, streams: map[*stream]int{st: -1},
 		graph: &graph{h: g.handle(), dev: st.dev, freed: map[*object]bool{}, uobjs: map[*userObject]uint32{}, stack: stk}}
 	if mode != gpumem.CaptureModeRelaxed {
-		c.tid = syscall.Gettid()
+		c.tid = threadID()
 	}
 	g.captures[c.id] = c
 	st.cap = c
@@ -260,7 +259,7 @@ func (g *GPU) endCapture(s gpumem.Stream) (gpumem.Graph, error) {
 	}
 	code := 0
 	why := "capture on %v failed"
-	if c.mode != gpumem.CaptureModeRelaxed && syscall.Gettid() != c.tid {
+	if threadRule && c.mode != gpumem.CaptureModeRelaxed && threadID() != c.tid {
 		// As CUDA 13 does: refused, and the capture is over, with no graph.
 		code = symtab.CUDAStreamCaptureWrongThread
 		why = "the capture of %v was begun in global or thread-local mode on another OS thread; it is dropped"

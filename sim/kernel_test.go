@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"unsafe"
 
@@ -564,33 +563,6 @@ func TestKernelConcurrentLaunches(t *testing.T) {
 	ok(t, g.CopyFromDevice(b, p))
 	if got := binary.LittleEndian.Uint64(b); got != 8*20*2*64 {
 		t.Errorf("counter %d, want %d", got, 8*20*2*64)
-	}
-	ok(t, g.Free(0, p))
-	ok(t, g.ModuleUnload(r.mod))
-	noLeaks(t, g)
-}
-
-// The parameter array may live outside the Go heap, as the kernel
-// package's buffers do.
-func TestKernelParamsInMappedMemory(t *testing.T) {
-	r := newKernelRig(t, sim.Config{}, fill)
-	g := r.g
-	p := r.upload(t, make([]float32, 8))
-	mem, err := syscall.Mmap(-1, 0, 4096, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
-	ok(t, err)
-	defer func() { _ = syscall.Munmap(mem) }()
-	base := uintptr(unsafe.Pointer(&mem[0]))
-	binary.LittleEndian.PutUint64(mem[64:], uint64(p))
-	binary.LittleEndian.PutUint32(mem[72:], math.Float32bits(2.5))
-	binary.LittleEndian.PutUint32(mem[76:], 8)
-	for i, off := range []uintptr{64, 72, 76} {
-		binary.LittleEndian.PutUint64(mem[8*i:], uint64(base+off))
-	}
-	ok(t, g.LaunchKernel(r.f["fill"], gpumem.Dim3{X: 1}, gpumem.Dim3{X: 8}, 0, gpumem.Stream{}, gpumem.KernelParams{Array: base, Count: 3}))
-	for i, v := range r.download(t, p, 8) {
-		if v != 2.5 {
-			t.Fatalf("p[%d] = %v", i, v)
-		}
 	}
 	ok(t, g.Free(0, p))
 	ok(t, g.ModuleUnload(r.mod))

@@ -10,6 +10,10 @@
 // does not export is a *SymbolError matching gpumem.ErrNotSupported, so that
 // an operation a vendor or version lacks degrades to "not supported".
 //
+// Outside Linux every Open fails, matching gpumem.ErrLibraryNotFound: the
+// vendor backends are Linux-only (internal/ccall's trampolines follow Linux's
+// calling conventions), while the packages that use them still build there.
+//
 // Nothing in this package panics.
 package dl
 
@@ -18,8 +22,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-
-	"github.com/ebitengine/purego"
 
 	"github.com/gpumem/gpumem"
 )
@@ -31,11 +33,6 @@ var (
 	// HIPCandidates are the names of the HIP runtime library, newest first.
 	HIPCandidates = []string{"libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"}
 )
-
-// openMode is how every library is opened: resolve all relocations now (so a
-// broken library fails at Open rather than at its first call) and make its
-// symbols visible to libraries it loads later.
-const openMode = purego.RTLD_NOW | purego.RTLD_GLOBAL
 
 // Library is an opened shared library. Its methods are safe for concurrent use.
 type Library struct {
@@ -106,7 +103,7 @@ func dlopen(name string) (h uintptr, msg string) {
 	// dlerror on one thread so the message read is the one for this call.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	h, err := purego.Dlopen(name, openMode)
+	h, err := sysDlopen(name)
 	if h != 0 {
 		return h, ""
 	}
@@ -181,7 +178,7 @@ func dlsym(h uintptr, name string) (addr uintptr, msg string) {
 	}()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	addr, err := purego.Dlsym(h, name)
+	addr, err := sysDlsym(h, name)
 	if addr != 0 {
 		return addr, ""
 	}
@@ -213,7 +210,7 @@ func (l *Library) Close() error {
 		}()
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if e := purego.Dlclose(h); e != nil {
+		if e := sysDlclose(h); e != nil {
 			err = fmt.Errorf("dl: dlclose %s: %w", l.Path, e)
 		}
 	}()
