@@ -47,3 +47,12 @@ type StreamChecker interface {
 	// answers for that long.
 	StreamEpoch() *atomic.Uint64
 }
+
+// TargetNamer is implemented by backends that can name a device's compile
+// target: what a run-time compiler takes for it ("sm_90" on CUDA, the
+// gcnArchName such as "gfx90a:sramecc+:xnack-" on HIP, whose feature
+// suffixes the compilers accept).
+type TargetNamer interface {
+	// DeviceTarget returns the compile target of device dev.
+	DeviceTarget(dev int) (string, error)
+}

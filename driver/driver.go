@@ -107,6 +107,7 @@ var dialect = native.Dialect{
 		return ABI(b.DriverVersion)
 	},
 	MigrationAttribute: gpumem.AttrConcurrentManagedAccess,
+	Target:             target,
 	Versions: func(b *native.Backend) (gpumem.Version, error) {
 		v, err := driverVersion(b)
 		return gpumem.Version{Driver: v, Runtime: v}, err
@@ -249,4 +250,18 @@ func writeAllocProp(_ *native.Backend, buf *[native.AllocPropSize]byte, dev int3
 // returns its name for a CUresult (cuGetErrorName), "" when it has none.
 func ErrorName(library string, code int) (string, error) {
 	return native.LibraryErrorName(&dialect, native.DL, library, code)
+}
+
+// target names a device's compile target from its compute capability:
+// "sm_90" for 9.0.
+func target(b *native.Backend, dev int) (string, error) {
+	major, err := b.DeviceAttribute(dev, gpumem.AttrComputeCapabilityMajor)
+	if err != nil {
+		return "", err
+	}
+	minor, err := b.DeviceAttribute(dev, gpumem.AttrComputeCapabilityMinor)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("sm_%d%d", major, minor), nil
 }

@@ -24,9 +24,14 @@ const (
 	// expandable segments; before it the allocators' VMM-backed defaults are
 	// off (see VirtualMemoryDefault).
 	ABI70 = 70000000
+	// ABI60: hipGetDeviceProperties becomes a macro for
+	// hipGetDevicePropertiesR0600, whose hipDeviceProp_tR0600 is laid out
+	// anew (gcnArchName at 1160 of 1472 bytes; before, 396 of 792).
+	ABI60 = 60000000
 )
 
-// layouts are the structs the backend writes, in every form it knows.
+// layouts are the structs the backend writes (and the one it reads), in
+// every form it knows.
 var layouts = []symtab.Layout{
 	{Struct: "hipMemAllocationProp", Size: 32, Fields: []symtab.Field{
 		{Name: "compressionType", Offset: 0}, {Name: "location.type", Offset: 4}, {Name: "location.id", Offset: 8},
@@ -45,6 +50,10 @@ var layouts = []symtab.Layout{
 	{Struct: "hipMemAccessDesc", Size: native.AccessDescSize, Fields: []symtab.Field{
 		{Name: "location.type", Offset: 0}, {Name: "location.id", Offset: 4}, {Name: "flags", Offset: 8}}},
 	{Struct: "hipMemLocation", Size: 8, Fields: []symtab.Field{{Name: "type", Offset: 0}, {Name: "id", Offset: 4}}},
+	// Read, not written: the device's properties, for its gcnArchName
+	// (char[256]), the target a compiler for the device takes.
+	{Struct: "hipDeviceProp_t", Size: 792, Fields: []symtab.Field{{Name: "gcnArchName", Offset: 396}}},
+	{Struct: "hipDeviceProp_t", From: ABI60, Size: 1472, Fields: []symtab.Field{{Name: "gcnArchName", Offset: 1160}}},
 }
 
 // attr is one device attribute's translation.

@@ -45,8 +45,10 @@
 package hip
 
 import (
+	"bytes"
 	"fmt"
 	"math"
+	"runtime"
 	"unsafe"
 
 	"github.com/gpumem/gpumem"
@@ -132,6 +134,7 @@ var dialect = native.Dialect{
 	DeferDestructors:     true,
 	PoolSetup:            poolSetup,
 	VirtualMemoryDefault: virtualMemoryDefault,
+	Target:               target,
 	Versions: func(b *native.Backend) (gpumem.Version, error) {
 		d, err := b.Int32(symtab.DriverGetVersion)
 		if err != nil {
@@ -240,4 +243,34 @@ func virtualMemoryDefault(b *native.Backend) (bool, string) {
 // returns its name for a hipError_t (hipGetErrorName).
 func ErrorName(library string, code int) (string, error) {
 	return native.LibraryErrorName(&dialect, native.DL, library, code)
+}
+
+// target names a device's compile target: its gcnArchName
+// ("gfx90a:sramecc+:xnack-"), read from the device's properties
+// (hipGetDevicePropertiesR0600 from 6.0, hipGetDeviceProperties before: the
+// layouts of hipDeviceProp_t in abi.go, checked against each version's
+// header). The compute capability attributes cannot tell gfx908 from gfx90a.
+func target(b *native.Backend, dev int) (string, error) {
+	op := symtab.DeviceProperties
+	if b.RuntimeVersion >= ABI60 {
+		op = symtab.DevicePropertiesR0600
+	}
+	l := symtab.SelectLayouts(layouts, b.RuntimeVersion)["hipDeviceProp_t"]
+	buf := make([]byte, l.Size) // holds no Go pointer: the runtime may write it
+	r, err := b.Raw(op, uintptr(unsafe.Pointer(&buf[0])), uintptr(dev))
+	runtime.KeepAlive(buf)
+	if err != nil {
+		return "", err
+	}
+	if err := b.Status(op, r); err != nil {
+		return "", err
+	}
+	name := buf[l.Offset("gcnArchName"):][:256]
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	if len(name) == 0 {
+		return "", fmt.Errorf("gpumem: hip: device %d reports no gcnArchName: %w", dev, gpumem.ErrNotSupported)
+	}
+	return string(name), nil
 }

@@ -42,6 +42,7 @@ type Backend struct {
 var (
 	_ gpumem.Backend       = (*Backend)(nil)
 	_ gpumem.StreamChecker = (*Backend)(nil)
+	_ gpumem.TargetNamer   = (*Backend)(nil)
 )
 
 // Name returns "cuda" or "hip".

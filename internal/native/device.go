@@ -85,3 +85,18 @@ func (b *Backend) VirtualMemoryDefault() (bool, string) {
 	}
 	return b.d.VirtualMemoryDefault(b)
 }
+
+// DeviceTarget implements gpumem.TargetNamer through the dialect: the
+// compile target of device dev.
+func (b *Backend) DeviceTarget(dev int) (string, error) {
+	if b.closed.Load() {
+		return "", b.closedErr()
+	}
+	if dev < 0 || dev >= b.nDev {
+		return "", b.badDevice(dev)
+	}
+	if b.d.Target == nil {
+		return "", &gpumem.NotSupportedError{Backend: b.d.Name, Op: "DeviceTarget", Reason: "the dialect names no compile target"}
+	}
+	return b.d.Target(b, dev)
+}

@@ -75,4 +75,8 @@ type Dialect struct {
 	// virtual memory API by default with this library, and why not
 	// (optional; absent: yes).
 	VirtualMemoryDefault func(b *Backend) (bool, string)
+	// Target names device dev's compile target ("sm_90", "gfx90a"), the
+	// one a run-time compiler takes for it (optional; absent: not
+	// supported).
+	Target func(b *Backend, dev int) (string, error)
 }

@@ -226,6 +226,8 @@ const (
 	LaunchKernel
 	OccupancyMaxActiveBlocks
 	OccupancyMaxPotentialBlockSize
+	DeviceProperties      // HIP before 6.0: hipDeviceProp_t (R0000), for the device's gcnArchName
+	DevicePropertiesR0600 // HIP from 6.0: hipDeviceProp_tR0600
 
 	// Operations the backends answer without a library function of their
 	// own: they have rows (with no symbol) so that everything indexed by
@@ -355,6 +357,8 @@ var driverRows = [NumOps]Row{
 	row(LaunchKernel, "LaunchKernel", "cuLaunchKernel", 4000, "hipModuleLaunchKernel", none, "11 arguments; kernelParams, extra NULL"),
 	row(OccupancyMaxActiveBlocks, "OccupancyMaxActiveBlocks", "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor", none, ""),
 	row(OccupancyMaxPotentialBlockSize, "OccupancyMaxPotentialBlockSize", "cuOccupancyMaxPotentialBlockSize", 6050, "hipModuleOccupancyMaxPotentialBlockSize", none, "CUDA takes a block-size-to-smem callback (NULL) before the smem; HIP does not"),
+	row(DeviceProperties, "DeviceProperties", "", 0, "hipGetDeviceProperties", none, "HIP before 6.0 (the R0000 layout): the device's gcnArchName, a compile target"),
+	row(DevicePropertiesR0600, "DevicePropertiesR0600", "", 0, "hipGetDevicePropertiesR0600", none, "HIP from 6.0 (hipGetDeviceProperties is a macro for it)"),
 	row(Name, "Name", "", 0, "", none, "answered by the backend"),
 	row(Library, "Library", "", 0, "", none, "answered by the backend"),
 	row(Close, "Close", "", 0, "", none, "releases the contexts Open retained"),

@@ -22,6 +22,7 @@ import (
 	"github.com/gpumem/gpumem/hip"
 	"github.com/gpumem/gpumem/internal/ccall"
 	"github.com/gpumem/gpumem/internal/dl"
+	"github.com/gpumem/gpumem/rtc"
 )
 
 // library returns the fake's path and its loud-failure counter, or skips.
@@ -72,6 +73,21 @@ func TestVersion(t *testing.T) {
 		t.Errorf("the fake reports HIP %s, built against %s headers", hip.FormatVersion(int(v.Runtime)), want)
 	}
 	t.Logf("fake HIP runtime %s (driver %d)", hip.FormatVersion(int(v.Runtime)), v.Driver)
+}
+
+// TestTarget reads the device's gcnArchName through the version's
+// hipDeviceProp_t layout (hip/abi.go) and the version's entry point: the
+// fake fills it through the header's own struct.
+func TestTarget(t *testing.T) {
+	lib, loud := library(t)
+	b := opener(lib, loud)(t)
+	got, err := rtc.TargetOf(b, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != "gfx90a:sramecc+:xnack-" {
+		t.Fatalf("target %q, want the fake's gcnArchName gfx90a:sramecc+:xnack-", got)
+	}
 }
 
 // TestWrongLayoutIsCaught makes the fake report a ROCm version whose

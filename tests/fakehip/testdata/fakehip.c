@@ -636,6 +636,22 @@ EXPORT hipError_t hipDeviceGetName(char* name, int len, hipDevice_t device) {
 	RET(hipSuccess);
 }
 
+/* The device's properties, through the header's own hipDeviceProp_t (from
+ * 6.0 the header makes hipGetDeviceProperties a macro for
+ * hipGetDevicePropertiesR0600 and the struct hipDeviceProp_tR0600, so this
+ * defines whichever the version's header names). Only name and gcnArchName
+ * are filled: a backend reading gcnArchName at the wrong offset for the
+ * version reads zeros or the wrong bytes. */
+EXPORT hipError_t hipGetDeviceProperties(hipDeviceProp_t* prop, int deviceId) {
+	LOCK();
+	if (!validDev(deviceId)) RET(hipErrorInvalidDevice);
+	if (!prop) RET(hipErrorInvalidValue);
+	memset(prop, 0, sizeof *prop);
+	snprintf(prop->name, sizeof prop->name, "fakehip %d.%d device %d", HIP_VERSION_MAJOR, HIP_VERSION_MINOR, deviceId);
+	snprintf(prop->gcnArchName, sizeof prop->gcnArchName, "gfx90a:sramecc+:xnack-");
+	RET(hipSuccess);
+}
+
 EXPORT hipError_t hipDeviceGetAttribute(int* pi, hipDeviceAttribute_t attr, int deviceId) {
 	LOCK();
 	if (!validDev(deviceId)) RET(hipErrorInvalidDevice);
