@@ -35,78 +35,47 @@ var layouts = []symtab.Layout{
 }
 
 // attributes maps gpumem attributes to CUdevice_attribute (cuda.h).
-var attributes = []struct {
-	a gpumem.Attribute
-	symtab.Const
-}{
-	{gpumem.AttrComputeCapabilityMajor, symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR", Value: 75}},
-	{gpumem.AttrComputeCapabilityMinor, symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR", Value: 76}},
-	{gpumem.AttrMultiprocessorCount, symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT", Value: 16}},
-	{gpumem.AttrUnifiedAddressing, symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING", Value: 41}},
-	{gpumem.AttrManagedMemory, symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY", Value: 83}},
-	{gpumem.AttrConcurrentManagedAccess, symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS", Value: 89}},
-	{gpumem.AttrPageableMemoryAccess, symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS", Value: 88}},
-	{gpumem.AttrCanMapHostMemory, symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY", Value: 19}},
-	{gpumem.AttrMemoryPoolsSupported, symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED", Value: 115}},
-	{gpumem.AttrVirtualMemoryManagement, symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED", Value: 102}},
-	{gpumem.AttrIntegrated, symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_INTEGRATED", Value: 18}},
-	{gpumem.AttrPCIBusID, symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_PCI_BUS_ID", Value: 33}},
-	{gpumem.AttrPCIDeviceID, symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID", Value: 34}},
-	{gpumem.AttrClockRateKHz, symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_CLOCK_RATE", Value: 13}},
-	{gpumem.AttrMemoryClockRateKHz, symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE", Value: 36}},
-	{gpumem.AttrGlobalMemoryBusWidth, symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH", Value: 37}},
-	{gpumem.AttrL2CacheSize, symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE", Value: 38}},
-}
-
-func attribute(a gpumem.Attribute) (int32, bool) {
-	for _, x := range attributes {
-		if x.a == a {
-			return int32(x.Value), true
-		}
-	}
-	return 0, false
+var attributes = []symtab.Mapping[gpumem.Attribute]{
+	{Key: gpumem.AttrComputeCapabilityMajor, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR", Value: 75}},
+	{Key: gpumem.AttrComputeCapabilityMinor, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR", Value: 76}},
+	{Key: gpumem.AttrMultiprocessorCount, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT", Value: 16}},
+	{Key: gpumem.AttrUnifiedAddressing, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING", Value: 41}},
+	{Key: gpumem.AttrManagedMemory, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY", Value: 83}},
+	{Key: gpumem.AttrConcurrentManagedAccess, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS", Value: 89}},
+	{Key: gpumem.AttrPageableMemoryAccess, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS", Value: 88}},
+	{Key: gpumem.AttrCanMapHostMemory, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY", Value: 19}},
+	{Key: gpumem.AttrMemoryPoolsSupported, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED", Value: 115}},
+	{Key: gpumem.AttrVirtualMemoryManagement, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED", Value: 102}},
+	{Key: gpumem.AttrIntegrated, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_INTEGRATED", Value: 18}},
+	{Key: gpumem.AttrPCIBusID, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_PCI_BUS_ID", Value: 33}},
+	{Key: gpumem.AttrPCIDeviceID, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID", Value: 34}},
+	{Key: gpumem.AttrClockRateKHz, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_CLOCK_RATE", Value: 13}},
+	{Key: gpumem.AttrMemoryClockRateKHz, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE", Value: 36}},
+	{Key: gpumem.AttrGlobalMemoryBusWidth, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH", Value: 37}},
+	{Key: gpumem.AttrL2CacheSize, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE", Value: 38}},
 }
 
 // advices maps gpumem advice to CUmem_advise. CUDA has no coarse-grain
 // advice.
-var advices = []struct {
-	a gpumem.Advice
-	symtab.Const
-}{
-	{gpumem.AdviseSetReadMostly, symtab.Const{Name: "CU_MEM_ADVISE_SET_READ_MOSTLY", Value: 1}},
-	{gpumem.AdviseUnsetReadMostly, symtab.Const{Name: "CU_MEM_ADVISE_UNSET_READ_MOSTLY", Value: 2}},
-	{gpumem.AdviseSetPreferredLocation, symtab.Const{Name: "CU_MEM_ADVISE_SET_PREFERRED_LOCATION", Value: 3}},
-	{gpumem.AdviseUnsetPreferredLocation, symtab.Const{Name: "CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION", Value: 4}},
-	{gpumem.AdviseSetAccessedBy, symtab.Const{Name: "CU_MEM_ADVISE_SET_ACCESSED_BY", Value: 5}},
-	{gpumem.AdviseUnsetAccessedBy, symtab.Const{Name: "CU_MEM_ADVISE_UNSET_ACCESSED_BY", Value: 6}},
-}
-
-func advice(a gpumem.Advice) (int32, bool) {
-	for _, x := range advices {
-		if x.a == a {
-			return int32(x.Value), true
-		}
-	}
-	return 0, false
+var advices = []symtab.Mapping[gpumem.Advice]{
+	{Key: gpumem.AdviseSetReadMostly, Const: symtab.Const{Name: "CU_MEM_ADVISE_SET_READ_MOSTLY", Value: 1}},
+	{Key: gpumem.AdviseUnsetReadMostly, Const: symtab.Const{Name: "CU_MEM_ADVISE_UNSET_READ_MOSTLY", Value: 2}},
+	{Key: gpumem.AdviseSetPreferredLocation, Const: symtab.Const{Name: "CU_MEM_ADVISE_SET_PREFERRED_LOCATION", Value: 3}},
+	{Key: gpumem.AdviseUnsetPreferredLocation, Const: symtab.Const{Name: "CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION", Value: 4}},
+	{Key: gpumem.AdviseSetAccessedBy, Const: symtab.Const{Name: "CU_MEM_ADVISE_SET_ACCESSED_BY", Value: 5}},
+	{Key: gpumem.AdviseUnsetAccessedBy, Const: symtab.Const{Name: "CU_MEM_ADVISE_UNSET_ACCESSED_BY", Value: 6}},
 }
 
 // funcAttributes maps gpumem function attributes to CUfunction_attribute.
-var funcAttributes = [...]symtab.Const{
-	gpumem.FuncMaxThreadsPerBlock:        {Name: "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK", Value: 0},
-	gpumem.FuncSharedSizeBytes:           {Name: "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES", Value: 1},
-	gpumem.FuncConstSizeBytes:            {Name: "CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES", Value: 2},
-	gpumem.FuncLocalSizeBytes:            {Name: "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES", Value: 3},
-	gpumem.FuncNumRegs:                   {Name: "CU_FUNC_ATTRIBUTE_NUM_REGS", Value: 4},
-	gpumem.FuncPTXVersion:                {Name: "CU_FUNC_ATTRIBUTE_PTX_VERSION", Value: 5},
-	gpumem.FuncBinaryVersion:             {Name: "CU_FUNC_ATTRIBUTE_BINARY_VERSION", Value: 6},
-	gpumem.FuncMaxDynamicSharedSizeBytes: {Name: "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", Value: 8},
-}
-
-func funcAttribute(a gpumem.FuncAttribute) (int32, bool) {
-	if a < 0 || int(a) >= len(funcAttributes) {
-		return 0, false
-	}
-	return int32(funcAttributes[a].Value), true
+var funcAttributes = []symtab.Mapping[gpumem.FuncAttribute]{
+	{Key: gpumem.FuncMaxThreadsPerBlock, Const: symtab.Const{Name: "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK", Value: 0}},
+	{Key: gpumem.FuncSharedSizeBytes, Const: symtab.Const{Name: "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES", Value: 1}},
+	{Key: gpumem.FuncConstSizeBytes, Const: symtab.Const{Name: "CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES", Value: 2}},
+	{Key: gpumem.FuncLocalSizeBytes, Const: symtab.Const{Name: "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES", Value: 3}},
+	{Key: gpumem.FuncNumRegs, Const: symtab.Const{Name: "CU_FUNC_ATTRIBUTE_NUM_REGS", Value: 4}},
+	{Key: gpumem.FuncPTXVersion, Const: symtab.Const{Name: "CU_FUNC_ATTRIBUTE_PTX_VERSION", Value: 5}},
+	{Key: gpumem.FuncBinaryVersion, Const: symtab.Const{Name: "CU_FUNC_ATTRIBUTE_BINARY_VERSION", Value: 6}},
+	{Key: gpumem.FuncMaxDynamicSharedSizeBytes, Const: symtab.Const{Name: "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", Value: 8}},
 }
 
 // shared are the values the shared implementation passes or interprets,
@@ -151,19 +120,7 @@ var shared = []symtab.Const{
 
 // constants is every vendor value the backend passes or interprets.
 func constants() []symtab.Const {
-	var out []symtab.Const
-	for _, a := range attributes {
-		out = append(out, a.Const)
-	}
-	for _, a := range advices {
-		out = append(out, a.Const)
-	}
-	out = append(out, funcAttributes[:]...)
-	out = append(out, shared...)
-	for _, s := range symtab.Statuses[symtab.CUDA].Statuses {
-		out = append(out, symtab.Const{Name: s.Name, Value: int64(s.Code)})
-	}
-	return out
+	return symtab.Constants(symtab.CUDA, symtab.Consts(attributes), symtab.Consts(advices), symtab.Consts(funcAttributes), shared)
 }
 
 // ABI returns the struct layouts and the constants the backend uses with a

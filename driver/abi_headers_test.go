@@ -1,19 +1,16 @@
 package driver
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/internal/symtab"
+	"github.com/gpumem/gpumem/internal/symtab/abitest"
 )
 
 // TestABIAgainstCUDAHeader compiles, against the cuda.h in
@@ -35,23 +32,8 @@ func TestABIAgainstCUDAHeader(t *testing.T) {
 	if len(layouts) == 0 || len(consts) == 0 {
 		t.Fatalf("ABI(%d) is empty", v)
 	}
-	got := compileABI(t, gcc, inc, "#include <cuda.h>\n", layouts, consts)
-	bad := 0
-	for _, name := range sortedNames(layouts) {
-		l := layouts[name]
-		if g := got.Layouts[name]; !reflect.DeepEqual(g, l) {
-			t.Errorf("%s: cuda.h says %+v, backend uses %+v", name, g, l)
-			bad++
-			continue
-		}
-		t.Logf("%s: size %d, %d fields %v", name, l.Size, len(l.Offsets), l.Offsets)
-	}
-	for _, name := range sortedNames(consts) {
-		if g, ok := got.Constants[name]; !ok || g != consts[name] {
-			t.Errorf("%s: cuda.h says %d, backend uses %d", name, g, consts[name])
-			bad++
-		}
-	}
+	got := abitest.Compile(t, gcc, inc, "#include <cuda.h>\n", layouts, consts)
+	bad := abitest.Compare(t, "cuda.h", got, layouts, consts)
 	t.Logf("cuda.h CUDA_VERSION %d (%s): %d layouts and %d constants compared, %d differ",
 		v, FormatVersion(v), len(layouts), len(consts), bad)
 }
@@ -82,34 +64,6 @@ func TestABIVersions(t *testing.T) {
 	}
 }
 
-// abiDump is the C program's output, in SymbolReport's shape.
-type abiDump struct {
-	Layouts   map[string]gpumem.StructLayout `json:"layouts"`
-	Constants map[string]int64               `json:"constants"`
-}
-
-func compileABI(t *testing.T, gcc, inc, prelude string, layouts map[string]gpumem.StructLayout, consts map[string]int64) abiDump {
-	t.Helper()
-	dir := t.TempDir()
-	c := filepath.Join(dir, "abi.c")
-	if err := os.WriteFile(c, []byte(symtab.ABIProgram(prelude, layouts, consts)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "abi")
-	if out, err := exec.Command(gcc, "-I", inc, "-o", bin, c).CombinedOutput(); err != nil {
-		t.Fatalf("compiling the ABI dump against %s: %v\n%s", inc, err, out)
-	}
-	out, err := exec.Command(bin).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got abiDump
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("reading the ABI dump: %v\n%s", err, out)
-	}
-	return got
-}
-
 // cudaHeaderVersion reads CUDA_VERSION (1000*major + 10*minor) from cuda.h.
 func cudaHeaderVersion(t *testing.T, inc string) int {
 	t.Helper()
@@ -130,15 +84,6 @@ func cudaHeaderVersion(t *testing.T, inc string) int {
 	return 0
 }
 
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // TestSymbolsReportABI checks a `gpumem symbols --backend cuda --json`
 // report (the file GPUMEM_TEST_CUDA_SYMBOLS_JSON, written by .ci/cuda-header.sh
 // for the libcuda .ci/vendor-libs.sh provisions): every required symbol
@@ -148,15 +93,7 @@ func TestSymbolsReportABI(t *testing.T) {
 	if path == "" {
 		t.Skip("GPUMEM_TEST_CUDA_SYMBOLS_JSON is not set (.ci/cuda-header.sh sets it)")
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep gpumem.SymbolReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
-	checkReport(t, rep)
+	checkReport(t, abitest.ReadReport(t, path))
 }
 
 // TestSymbolsABI: Symbols against the provisioned libcuda reports ABI's
@@ -178,23 +115,9 @@ func checkReport(t *testing.T, rep gpumem.SymbolReport) {
 	if rep.Backend != "cuda" {
 		t.Fatalf("%s: a report of backend %q, not cuda", rep.Library, rep.Backend)
 	}
-	if rep.MissingRequired != 0 {
-		t.Errorf("%s: %d required symbols missing", rep.Library, rep.MissingRequired)
-	}
 	var major, minor int
 	if _, err := fmt.Sscanf(rep.Version, "%d.%d", &major, &minor); err != nil {
 		t.Fatalf("version %q: %v", rep.Version, err)
 	}
-	v := 1000*major + 10*minor
-	layouts, consts := ABI(v)
-	if len(layouts) == 0 || len(consts) == 0 {
-		t.Errorf("ABI(%d) is empty", v)
-	}
-	if !reflect.DeepEqual(rep.Layouts, layouts) {
-		t.Errorf("%s (%s): the report's layouts are not ABI(%d)'s:\n%v\n%v", rep.Library, rep.Version, v, rep.Layouts, layouts)
-	}
-	if !reflect.DeepEqual(rep.Constants, consts) {
-		t.Errorf("%s (%s): the report's constants are not ABI(%d)'s:\n%v\n%v", rep.Library, rep.Version, v, rep.Constants, consts)
-	}
-	t.Logf("%s: CUDA %s (%d): %d layouts and %d constants as ABI(%d) gives", rep.Library, rep.Version, v, len(layouts), len(consts), v)
+	abitest.CheckReport(t, rep, 1000*major+10*minor, ABI)
 }

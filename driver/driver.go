@@ -97,10 +97,10 @@ var dialect = native.Dialect{
 	Stop:              stop,
 	Refine:            refine,
 	ErrorName:         errorName,
-	Attribute:         func(_ *native.Backend, a gpumem.Attribute) (int32, bool) { return attribute(a) },
-	Advice:            advice,
+	Attribute:         func(_ *native.Backend, a gpumem.Attribute) (int32, bool) { return symtab.Translate(attributes, a) },
+	Advice:            func(a gpumem.Advice) (int32, bool) { return symtab.Translate(advices, a) },
 	WriteAllocProp:    writeAllocProp,
-	FuncAttribute:     funcAttribute,
+	FuncAttribute:     func(a gpumem.FuncAttribute) (int32, bool) { return symtab.Translate(funcAttributes, a) },
 	OccupancyCallback: true,
 	PoolMaxSize:       func(b *native.Backend) bool { return b.DriverVersion >= cuda122 },
 	ABI: func(b *native.Backend) (map[string]gpumem.StructLayout, map[string]int64) {

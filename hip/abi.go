@@ -56,88 +56,52 @@ var layouts = []symtab.Layout{
 	{Struct: "hipDeviceProp_t", From: ABI60, Size: 1472, Fields: []symtab.Field{{Name: "gcnArchName", Offset: 1160}}},
 }
 
-// attr is one device attribute's translation.
-type attr struct {
-	a gpumem.Attribute
-	symtab.Const
-}
-
 // attributes maps gpumem attributes to hipDeviceAttribute_t (numbered
 // differently from CUDA's enum).
-var attributes = []attr{
-	{gpumem.AttrComputeCapabilityMajor, symtab.Const{Name: "hipDeviceAttributeComputeCapabilityMajor", Value: 23}},
-	{gpumem.AttrComputeCapabilityMinor, symtab.Const{Name: "hipDeviceAttributeComputeCapabilityMinor", Value: 61}},
-	{gpumem.AttrMultiprocessorCount, symtab.Const{Name: "hipDeviceAttributeMultiprocessorCount", Value: 63}},
-	{gpumem.AttrUnifiedAddressing, symtab.Const{Name: "hipDeviceAttributeUnifiedAddressing", Value: 85}},
-	{gpumem.AttrManagedMemory, symtab.Const{Name: "hipDeviceAttributeManagedMemory", Value: 24}},
-	{gpumem.AttrConcurrentManagedAccess, symtab.Const{Name: "hipDeviceAttributeConcurrentManagedAccess", Value: 9}},
-	{gpumem.AttrPageableMemoryAccess, symtab.Const{Name: "hipDeviceAttributePageableMemoryAccess", Value: 65}},
-	{gpumem.AttrCanMapHostMemory, symtab.Const{Name: "hipDeviceAttributeCanMapHostMemory", Value: 3}},
-	{gpumem.AttrMemoryPoolsSupported, symtab.Const{Name: "hipDeviceAttributeMemoryPoolsSupported", Value: 88}},
-	{gpumem.AttrVirtualMemoryManagement, symtab.Const{Name: "hipDeviceAttributeVirtualMemoryManagementSupported", Value: 89, From: ABI53}},
-	{gpumem.AttrIntegrated, symtab.Const{Name: "hipDeviceAttributeIntegrated", Value: 16}},
-	{gpumem.AttrPCIBusID, symtab.Const{Name: "hipDeviceAttributePciBusId", Value: 67}},
-	{gpumem.AttrPCIDeviceID, symtab.Const{Name: "hipDeviceAttributePciDeviceId", Value: 68}},
-	{gpumem.AttrClockRateKHz, symtab.Const{Name: "hipDeviceAttributeClockRate", Value: 5}},
-	{gpumem.AttrMemoryClockRateKHz, symtab.Const{Name: "hipDeviceAttributeMemoryClockRate", Value: 60}},
-	{gpumem.AttrGlobalMemoryBusWidth, symtab.Const{Name: "hipDeviceAttributeMemoryBusWidth", Value: 59}},
-	{gpumem.AttrL2CacheSize, symtab.Const{Name: "hipDeviceAttributeL2CacheSize", Value: 19}},
-}
-
-// attribute translates a at the runtime version v: an attribute the
-// version's enum lacks has no translation (not supported).
-func attribute(v int, a gpumem.Attribute) (int32, bool) {
-	for i := range attributes {
-		if attributes[i].a == a {
-			return int32(attributes[i].Value), attributes[i].In(v)
-		}
-	}
-	return 0, false
+var attributes = []symtab.Mapping[gpumem.Attribute]{
+	{Key: gpumem.AttrComputeCapabilityMajor, Const: symtab.Const{Name: "hipDeviceAttributeComputeCapabilityMajor", Value: 23}},
+	{Key: gpumem.AttrComputeCapabilityMinor, Const: symtab.Const{Name: "hipDeviceAttributeComputeCapabilityMinor", Value: 61}},
+	{Key: gpumem.AttrMultiprocessorCount, Const: symtab.Const{Name: "hipDeviceAttributeMultiprocessorCount", Value: 63}},
+	{Key: gpumem.AttrUnifiedAddressing, Const: symtab.Const{Name: "hipDeviceAttributeUnifiedAddressing", Value: 85}},
+	{Key: gpumem.AttrManagedMemory, Const: symtab.Const{Name: "hipDeviceAttributeManagedMemory", Value: 24}},
+	{Key: gpumem.AttrConcurrentManagedAccess, Const: symtab.Const{Name: "hipDeviceAttributeConcurrentManagedAccess", Value: 9}},
+	{Key: gpumem.AttrPageableMemoryAccess, Const: symtab.Const{Name: "hipDeviceAttributePageableMemoryAccess", Value: 65}},
+	{Key: gpumem.AttrCanMapHostMemory, Const: symtab.Const{Name: "hipDeviceAttributeCanMapHostMemory", Value: 3}},
+	{Key: gpumem.AttrMemoryPoolsSupported, Const: symtab.Const{Name: "hipDeviceAttributeMemoryPoolsSupported", Value: 88}},
+	{Key: gpumem.AttrVirtualMemoryManagement, Const: symtab.Const{Name: "hipDeviceAttributeVirtualMemoryManagementSupported", Value: 89, From: ABI53}},
+	{Key: gpumem.AttrIntegrated, Const: symtab.Const{Name: "hipDeviceAttributeIntegrated", Value: 16}},
+	{Key: gpumem.AttrPCIBusID, Const: symtab.Const{Name: "hipDeviceAttributePciBusId", Value: 67}},
+	{Key: gpumem.AttrPCIDeviceID, Const: symtab.Const{Name: "hipDeviceAttributePciDeviceId", Value: 68}},
+	{Key: gpumem.AttrClockRateKHz, Const: symtab.Const{Name: "hipDeviceAttributeClockRate", Value: 5}},
+	{Key: gpumem.AttrMemoryClockRateKHz, Const: symtab.Const{Name: "hipDeviceAttributeMemoryClockRate", Value: 60}},
+	{Key: gpumem.AttrGlobalMemoryBusWidth, Const: symtab.Const{Name: "hipDeviceAttributeMemoryBusWidth", Value: 59}},
+	{Key: gpumem.AttrL2CacheSize, Const: symtab.Const{Name: "hipDeviceAttributeL2CacheSize", Value: 19}},
 }
 
 // advices maps gpumem advice to hipMemoryAdvise (with the coarse-grain advice
 // 100 and 101, which CUDA lacks).
-var advices = []struct {
-	a gpumem.Advice
-	symtab.Const
-}{
-	{gpumem.AdviseSetReadMostly, symtab.Const{Name: "hipMemAdviseSetReadMostly", Value: 1}},
-	{gpumem.AdviseUnsetReadMostly, symtab.Const{Name: "hipMemAdviseUnsetReadMostly", Value: 2}},
-	{gpumem.AdviseSetPreferredLocation, symtab.Const{Name: "hipMemAdviseSetPreferredLocation", Value: 3}},
-	{gpumem.AdviseUnsetPreferredLocation, symtab.Const{Name: "hipMemAdviseUnsetPreferredLocation", Value: 4}},
-	{gpumem.AdviseSetAccessedBy, symtab.Const{Name: "hipMemAdviseSetAccessedBy", Value: 5}},
-	{gpumem.AdviseUnsetAccessedBy, symtab.Const{Name: "hipMemAdviseUnsetAccessedBy", Value: 6}},
-	{gpumem.AdviseSetCoarseGrain, symtab.Const{Name: "hipMemAdviseSetCoarseGrain", Value: 100}},
-	{gpumem.AdviseUnsetCoarseGrain, symtab.Const{Name: "hipMemAdviseUnsetCoarseGrain", Value: 101}},
-}
-
-func advice(a gpumem.Advice) (int32, bool) {
-	for _, x := range advices {
-		if x.a == a {
-			return int32(x.Value), true
-		}
-	}
-	return 0, false
+var advices = []symtab.Mapping[gpumem.Advice]{
+	{Key: gpumem.AdviseSetReadMostly, Const: symtab.Const{Name: "hipMemAdviseSetReadMostly", Value: 1}},
+	{Key: gpumem.AdviseUnsetReadMostly, Const: symtab.Const{Name: "hipMemAdviseUnsetReadMostly", Value: 2}},
+	{Key: gpumem.AdviseSetPreferredLocation, Const: symtab.Const{Name: "hipMemAdviseSetPreferredLocation", Value: 3}},
+	{Key: gpumem.AdviseUnsetPreferredLocation, Const: symtab.Const{Name: "hipMemAdviseUnsetPreferredLocation", Value: 4}},
+	{Key: gpumem.AdviseSetAccessedBy, Const: symtab.Const{Name: "hipMemAdviseSetAccessedBy", Value: 5}},
+	{Key: gpumem.AdviseUnsetAccessedBy, Const: symtab.Const{Name: "hipMemAdviseUnsetAccessedBy", Value: 6}},
+	{Key: gpumem.AdviseSetCoarseGrain, Const: symtab.Const{Name: "hipMemAdviseSetCoarseGrain", Value: 100}},
+	{Key: gpumem.AdviseUnsetCoarseGrain, Const: symtab.Const{Name: "hipMemAdviseUnsetCoarseGrain", Value: 101}},
 }
 
 // funcAttributes maps gpumem function attributes to hipFunction_attribute
 // (the enum counts from 0 in CUDA's order).
-var funcAttributes = [...]symtab.Const{
-	gpumem.FuncMaxThreadsPerBlock:        {Name: "HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK", Value: 0},
-	gpumem.FuncSharedSizeBytes:           {Name: "HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES", Value: 1},
-	gpumem.FuncConstSizeBytes:            {Name: "HIP_FUNC_ATTRIBUTE_CONST_SIZE_BYTES", Value: 2},
-	gpumem.FuncLocalSizeBytes:            {Name: "HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES", Value: 3},
-	gpumem.FuncNumRegs:                   {Name: "HIP_FUNC_ATTRIBUTE_NUM_REGS", Value: 4},
-	gpumem.FuncPTXVersion:                {Name: "HIP_FUNC_ATTRIBUTE_PTX_VERSION", Value: 5},
-	gpumem.FuncBinaryVersion:             {Name: "HIP_FUNC_ATTRIBUTE_BINARY_VERSION", Value: 6},
-	gpumem.FuncMaxDynamicSharedSizeBytes: {Name: "HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", Value: 8},
-}
-
-func funcAttribute(a gpumem.FuncAttribute) (int32, bool) {
-	if a < 0 || int(a) >= len(funcAttributes) {
-		return 0, false
-	}
-	return int32(funcAttributes[a].Value), true
+var funcAttributes = []symtab.Mapping[gpumem.FuncAttribute]{
+	{Key: gpumem.FuncMaxThreadsPerBlock, Const: symtab.Const{Name: "HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK", Value: 0}},
+	{Key: gpumem.FuncSharedSizeBytes, Const: symtab.Const{Name: "HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES", Value: 1}},
+	{Key: gpumem.FuncConstSizeBytes, Const: symtab.Const{Name: "HIP_FUNC_ATTRIBUTE_CONST_SIZE_BYTES", Value: 2}},
+	{Key: gpumem.FuncLocalSizeBytes, Const: symtab.Const{Name: "HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES", Value: 3}},
+	{Key: gpumem.FuncNumRegs, Const: symtab.Const{Name: "HIP_FUNC_ATTRIBUTE_NUM_REGS", Value: 4}},
+	{Key: gpumem.FuncPTXVersion, Const: symtab.Const{Name: "HIP_FUNC_ATTRIBUTE_PTX_VERSION", Value: 5}},
+	{Key: gpumem.FuncBinaryVersion, Const: symtab.Const{Name: "HIP_FUNC_ATTRIBUTE_BINARY_VERSION", Value: 6}},
+	{Key: gpumem.FuncMaxDynamicSharedSizeBytes, Const: symtab.Const{Name: "HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", Value: 8}},
 }
 
 // shared are the values the shared implementation (internal/native) passes
@@ -184,19 +148,7 @@ var shared = []symtab.Const{
 
 // constants is every vendor value the backend passes or interprets.
 func constants() []symtab.Const {
-	var out []symtab.Const
-	for _, a := range attributes {
-		out = append(out, a.Const)
-	}
-	for _, a := range advices {
-		out = append(out, a.Const)
-	}
-	out = append(out, funcAttributes[:]...)
-	out = append(out, shared...)
-	for _, s := range symtab.Statuses[symtab.HIP].Statuses {
-		out = append(out, symtab.Const{Name: s.Name, Value: int64(s.Code)})
-	}
-	return out
+	return symtab.Constants(symtab.HIP, symtab.Consts(attributes), symtab.Consts(advices), symtab.Consts(funcAttributes), shared)
 }
 
 // ABI returns the struct layouts and the constants the backend uses with a

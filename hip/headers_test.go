@@ -1,18 +1,17 @@
 package hip
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/symtab"
+	"github.com/gpumem/gpumem/internal/symtab/abitest"
 )
 
 // TestABIAgainstHeaders compiles, against the HIP headers in
@@ -34,51 +33,9 @@ func TestABIAgainstHeaders(t *testing.T) {
 	}
 	v := headerVersion(t, inc)
 	layouts, consts := ABI(v)
-	got := compileABI(t, gcc, inc, "#define __HIP_PLATFORM_AMD__ 1\n#include <hip/hip_runtime_api.h>\n", layouts, consts)
+	got := abitest.Compile(t, gcc, inc, "#define __HIP_PLATFORM_AMD__ 1\n#include <hip/hip_runtime_api.h>\n", layouts, consts)
 	t.Logf("HIP headers %s (%d): %d layouts, %d constants", FormatVersion(v), v, len(layouts), len(consts))
-	if !reflect.DeepEqual(got.Layouts, layouts) {
-		for name, l := range layouts {
-			if !reflect.DeepEqual(got.Layouts[name], l) {
-				t.Errorf("%s: headers say %+v, backend uses %+v", name, got.Layouts[name], l)
-			}
-		}
-	}
-	for name, c := range consts {
-		if g, ok := got.Constants[name]; !ok || g != c {
-			t.Errorf("%s: headers say %d, backend uses %d", name, g, c)
-		}
-	}
-}
-
-// abiDump is the C program's output, in SymbolReport's shape.
-type abiDump struct {
-	Layouts   map[string]gpumem.StructLayout `json:"layouts"`
-	Constants map[string]int64               `json:"constants"`
-}
-
-func compileABI(t *testing.T, gcc, inc, prelude string, layouts map[string]gpumem.StructLayout, consts map[string]int64) abiDump {
-	t.Helper()
-	dir := t.TempDir()
-	c := filepath.Join(dir, "abi.c")
-	if err := os.WriteFile(c, []byte(symtab.ABIProgram(prelude, layouts, consts)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "abi")
-	if out, err := exec.Command(gcc, "-I", inc, "-o", bin, c).CombinedOutput(); err != nil {
-		t.Fatalf("compiling the ABI dump: %v\n%s", err, out)
-	}
-	out, err := exec.Command(bin).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := os.Getenv("GPUMEM_TEST_ABI_DUMP"); d != "" {
-		_ = os.WriteFile(d, out, 0o644)
-	}
-	var got abiDump
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("reading the ABI dump: %v\n%s", err, out)
-	}
-	return got
+	abitest.Compare(t, "headers", got, layouts, consts)
 }
 
 func headerVersion(t *testing.T, inc string) int {
@@ -123,15 +80,7 @@ func TestSymbolsReportABI(t *testing.T) {
 	if path == "" {
 		t.Skip("GPUMEM_TEST_SYMBOLS_JSON is not set (.ci/rocm-versions.sh sets it)")
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep gpumem.SymbolReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
-	checkReport(t, rep)
+	checkReport(t, abitest.ReadReport(t, path))
 }
 
 // TestSymbolsABI: Symbols against the provisioned runtime reports ABI's
@@ -150,19 +99,9 @@ func TestSymbolsABI(t *testing.T) {
 
 func checkReport(t *testing.T, rep gpumem.SymbolReport) {
 	t.Helper()
-	if rep.MissingRequired != 0 {
-		t.Errorf("%s: %d required symbols missing", rep.Library, rep.MissingRequired)
-	}
 	var major, minor, patch int
 	if _, err := fmt.Sscanf(rep.Version, "%d.%d.%d", &major, &minor, &patch); err != nil {
 		t.Fatalf("version %q: %v", rep.Version, err)
 	}
-	v := major*10000000 + minor*100000 + patch
-	layouts, consts := ABI(v)
-	if !reflect.DeepEqual(rep.Layouts, layouts) || !reflect.DeepEqual(rep.Constants, consts) {
-		t.Errorf("%s (%s): the report's layouts and constants are not ABI(%d)'s:\n%v\n%v", rep.Library, rep.Version, v, rep.Layouts, layouts)
-	}
-	if len(layouts) == 0 || len(consts) == 0 {
-		t.Errorf("ABI(%d) is empty", v)
-	}
+	abitest.CheckReport(t, rep, major*10000000+minor*100000+patch, ABI)
 }

@@ -114,16 +114,18 @@ func FormatVersion(v int) string {
 func Candidates() []string { return append([]string(nil), dl.HIPCandidates...) }
 
 var dialect = native.Dialect{
-	Vendor:         symtab.HIP,
-	Name:           "hip",
-	Candidates:     dl.HIPCandidates,
-	Start:          start,
-	ErrorName:      errorName,
-	Attribute:      func(b *native.Backend, a gpumem.Attribute) (int32, bool) { return attribute(b.RuntimeVersion, a) },
-	Advice:         advice,
+	Vendor:     symtab.HIP,
+	Name:       "hip",
+	Candidates: dl.HIPCandidates,
+	Start:      start,
+	ErrorName:  errorName,
+	Attribute: func(b *native.Backend, a gpumem.Attribute) (int32, bool) {
+		return symtab.TranslateAt(attributes, b.RuntimeVersion, a)
+	},
+	Advice:         func(a gpumem.Advice) (int32, bool) { return symtab.Translate(advices, a) },
 	MemcpyKind:     true,
 	WriteAllocProp: writeAllocProp,
-	FuncAttribute:  funcAttribute,
+	FuncAttribute:  func(a gpumem.FuncAttribute) (int32, bool) { return symtab.Translate(funcAttributes, a) },
 	PoolMaxSize:    func(b *native.Backend) bool { return b.RuntimeVersion >= ABI62 },
 	ABI: func(b *native.Backend) (map[string]gpumem.StructLayout, map[string]int64) {
 		return ABI(b.RuntimeVersion)

@@ -1,6 +1,7 @@
 package native
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sync"
@@ -102,6 +103,15 @@ func (b *Backend) MemUnmap(p gpumem.Ptr, size uint64) error {
 	if !b.d.UnmapByMapping {
 		return b.call(0, symtab.MemUnmap, uintptr(p), uintptr(size), 0, 0, 0, 0)
 	}
+	if b.maps.takeExact(p, size) {
+		// One mapping spans the range (mappings never overlap): the
+		// common case, with no scan and no slice.
+		if err := b.call(0, symtab.MemUnmap, uintptr(p), uintptr(size), 0, 0, 0, 0); err != nil {
+			b.maps.add(p, size)
+			return err
+		}
+		return nil
+	}
 	within := b.maps.within(p, size)
 	if len(within) <= 1 {
 		if err := b.call(0, symtab.MemUnmap, uintptr(p), uintptr(size), 0, 0, 0, 0); err != nil {
@@ -142,6 +152,17 @@ func (ms *mappings) add(p gpumem.Ptr, size uint64) {
 	ms.m[p] = size
 }
 
+// takeExact removes and reports a mapping of exactly size bytes at p.
+func (ms *mappings) takeExact(p gpumem.Ptr, size uint64) bool {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if n, ok := ms.m[p]; ok && n == size {
+		delete(ms.m, p)
+		return true
+	}
+	return false
+}
+
 // within returns the mappings that start in [p, p+size), in address order.
 func (ms *mappings) within(p gpumem.Ptr, size uint64) []mapping {
 	ms.mu.Lock()
@@ -152,15 +173,7 @@ func (ms *mappings) within(p gpumem.Ptr, size uint64) []mapping {
 			out = append(out, mapping{q, n})
 		}
 	}
-	slices.SortFunc(out, func(a, b mapping) int {
-		if a.p < b.p {
-			return -1
-		}
-		if a.p > b.p {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b mapping) int { return cmp.Compare(a.p, b.p) })
 	return out
 }
 

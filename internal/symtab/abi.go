@@ -54,6 +54,63 @@ type Const struct {
 // In reports whether the constant exists in version v.
 func (c Const) In(v int) bool { return v >= c.From && (c.Until == 0 || v < c.Until) }
 
+// Mapping is one entry of a vendor's translation table: the project's value
+// Key and the vendor constant it becomes.
+type Mapping[K comparable] struct {
+	Key K
+	Const
+}
+
+// find returns the entry t has for k, or nil.
+func find[K comparable](t []Mapping[K], k K) *Mapping[K] {
+	for i := range t {
+		if t[i].Key == k {
+			return &t[i]
+		}
+	}
+	return nil
+}
+
+// Translate returns the vendor value t maps k to, whatever the library
+// version; false if t has no entry for k.
+func Translate[K comparable](t []Mapping[K], k K) (int32, bool) {
+	if m := find(t, k); m != nil {
+		return int32(m.Value), true
+	}
+	return 0, false
+}
+
+// TranslateAt is Translate at library version v: an entry the version lacks
+// (see Const.In) has no translation.
+func TranslateAt[K comparable](t []Mapping[K], v int, k K) (int32, bool) {
+	if m := find(t, k); m != nil {
+		return int32(m.Value), m.In(v)
+	}
+	return 0, false
+}
+
+// Consts returns the vendor constants of t's entries.
+func Consts[K comparable](t []Mapping[K]) []Const {
+	out := make([]Const, len(t))
+	for i := range t {
+		out[i] = t[i].Const
+	}
+	return out
+}
+
+// Constants returns every vendor value a backend passes or interprets: the
+// groups of constants given, then the vendor's statuses.
+func Constants(vendor Vendor, groups ...[]Const) []Const {
+	var out []Const
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	for _, s := range Statuses[vendor].Statuses {
+		out = append(out, Const{Name: s.Name, Value: int64(s.Code)})
+	}
+	return out
+}
+
 // SelectLayouts returns, for each struct name, the form valid at version v (forms
 // of one struct ordered by From).
 func SelectLayouts(layouts []Layout, v int) map[string]*Layout {
