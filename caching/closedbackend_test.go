@@ -62,13 +62,13 @@ func TestCheckedStreamsForgetDestroyed(t *testing.T) {
 	if err := a.Deallocate(p, s); err != nil {
 		t.Fatal(err)
 	}
-	if !a.checked.known(s) {
+	if !a.checked.Known(s) {
 		t.Fatal("a stream that passed its check is not remembered")
 	}
 	if err := g.StreamDestroy(s); err != nil {
 		t.Fatal(err)
 	}
-	if a.checked.known(s) {
+	if a.checked.Known(s) {
 		t.Fatal("a destroyed stream is still remembered")
 	}
 	before := a.Stats(0)
