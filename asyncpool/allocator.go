@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/oomhooks"
+	"github.com/gpumem/gpumem/internal/streamcheck"
 )
 
 // Allocator is the stream-ordered pool allocator. See doc.go for an overview.
@@ -193,7 +194,7 @@ func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
 		return err
 	}
 	if !s.IsDefault() {
-		if _, err := a.b.StreamCaptureInfo(s); err != nil {
+		if err := streamcheck.Check(a.b, s); err != nil {
 			if a.closed.Load() {
 				return errClosed
 			}

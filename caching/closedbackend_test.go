@@ -5,36 +5,20 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/allocatortest"
 	"github.com/gpumem/gpumem/sim"
 )
 
 // After the backend is closed, a cached block is not handed out: every
 // allocation is ErrClosed, as the backend's own calls are.
 func TestBackendClosedIsClosed(t *testing.T) {
-	g, err := sim.New(sim.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := New(g, DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := gpumem.Stream{}
-	p, err := a.Allocate(1<<20, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Deallocate(p, s); err != nil {
-		t.Fatal(err)
-	}
-	_ = g.Close()
-	if _, err := a.Allocate(1<<20, s); !errors.Is(err, gpumem.ErrClosed) {
-		t.Errorf("Allocate of a cached size after the backend closed: %v, want ErrClosed", err)
-	}
-	if _, err := a.Allocate(4096, s); !errors.Is(err, gpumem.ErrClosed) {
-		t.Errorf("Allocate of a small size after the backend closed: %v, want ErrClosed", err)
-	}
-	_ = a.Close()
+	allocatortest.BackendClosed(t, func(t *testing.T, b gpumem.Backend) gpumem.Allocator {
+		a, err := New(b, DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}, 1<<20, 4096)
 }
 
 // A stream checked once is remembered until a stream is destroyed: a cache
@@ -62,13 +46,13 @@ func TestCheckedStreamsForgetDestroyed(t *testing.T) {
 	if err := a.Deallocate(p, s); err != nil {
 		t.Fatal(err)
 	}
-	if !a.checked.known(s) {
+	if !a.checked.Known(s) {
 		t.Fatal("a stream that passed its check is not remembered")
 	}
 	if err := g.StreamDestroy(s); err != nil {
 		t.Fatal(err)
 	}
-	if a.checked.known(s) {
+	if a.checked.Known(s) {
 		t.Fatal("a destroyed stream is still remembered")
 	}
 	before := a.Stats(0)

@@ -167,8 +167,7 @@ type Allocator struct {
 	upstream Upstream
 	devs     []*device
 	closed   atomic.Bool
-	sc       gpumem.StreamChecker // b, when it checks streams in process (resolved once: no assertion per call)
-	checked  checkedStreams       // streams sc passed, while its epoch holds
+	checked  streamcheck.Cache // checks streams, remembering those that passed
 
 	hooks    oomhooks.Hooks
 	nextPool atomic.Uint64
@@ -200,9 +199,7 @@ func New(b gpumem.Backend, opts Options) (*Allocator, error) {
 		return nil, fmt.Errorf("caching: counting devices: %w", err)
 	}
 	a := &Allocator{b: b, opts: opts, table: table, upstream: opts.Upstream}
-	if a.sc, _ = b.(gpumem.StreamChecker); a.sc != nil {
-		a.checked.backend = a.sc.StreamEpoch()
-	}
+	a.checked.Init(b)
 	if a.upstream == nil {
 		a.upstream = backendUpstream{b}
 	}
@@ -265,21 +262,10 @@ func errClosed() error { return fmt.Errorf("caching: allocator closed: %w", gpum
 // cached block needs no call to the backend. A backend that is a
 // gpumem.StreamChecker answers in process (the native backends and the
 // simulator are); any other is asked the stream's capture status, the
-// cheapest question of the vendor library.
+// cheapest question of the vendor library. A stream already checked is
+// answered from memory (streamcheck.Cache).
 func (a *Allocator) checkStream(s gpumem.Stream) error {
-	var err error
-	if a.sc != nil {
-		if a.checked.known(s) {
-			return nil
-		}
-		e := a.checked.backend.Load() + 1
-		if err = a.sc.CheckStream(s); err == nil {
-			a.checked.remember(s, e)
-		}
-	} else {
-		err = streamcheck.Check(a.b, s)
-	}
-	if err != nil {
+	if err := a.checked.Check(s); err != nil {
 		return fmt.Errorf("caching: %v: %w", s, err)
 	}
 	return nil

@@ -34,9 +34,10 @@ type shard struct {
 // implements gpumem.Allocator, with a memory history (gpumem.HistoryKeeper)
 // and snapshots (gpumem.Snapshotter), and is safe for concurrent use.
 type Allocator struct {
-	b    gpumem.Backend
-	opts Options
-	ndev int
+	b       gpumem.Backend
+	opts    Options
+	ndev    int
+	streams streamcheck.Cache // checks streams, remembering those that passed
 
 	dev, host     *caching.Allocator // device-preferred and host-preferred pools
 	devUp, hostUp *upstream
@@ -102,6 +103,7 @@ func New(b gpumem.Backend, opts Options) (*Allocator, error) {
 	}
 	a := &Allocator{b: b, opts: opts, ndev: n, migrates: make([]bool, n), totals: make([]uint64, n),
 		resident: make([]atomic.Int64, n+1)}
+	a.streams.Init(b)
 	for i := range a.shards {
 		a.shards[i].m = map[gpumem.Ptr]*Buffer{}
 	}
@@ -509,9 +511,10 @@ func migrates(b gpumem.Backend, d int) bool {
 
 // checkStream asks the backend about s, so that a stream that is not a
 // live stream of a device is refused (ErrInvalidValue) before anything
-// changes, and a closed backend is ErrClosed.
+// changes, and a closed backend is ErrClosed. A stream already checked is
+// answered from memory (streamcheck.Cache), as caching's are.
 func (a *Allocator) checkStream(s gpumem.Stream) error {
-	if err := streamcheck.Check(a.b, s); err != nil {
+	if err := a.streams.Check(s); err != nil {
 		return fmt.Errorf("managed: %v: %w", s, err)
 	}
 	return nil
