@@ -139,16 +139,9 @@ func (g *GPU) LaunchKernel(h gpumem.Function, grid, block gpumem.Dim3, sharedMem
 // norm reads zero components of d as 1.
 func norm(d gpumem.Dim3) gpumem.Dim3 { return gpumem.Dim3{X: one(d.X), Y: one(d.Y), Z: one(d.Z)} }
 
-// stickyErr is the error a faulted kernel left on d; lock held.
-func (g *GPU) stickyErr(k symtab.Op, d *device) error {
-	if d.kfault == nil {
-		return nil
-	}
-	return errf(k, d.kfault.code, "a kernel faulted earlier on device %d (sticky): %s", d.ord, d.kfault.msg)
-}
-
-// syncStickyErr is stickyErr for the synchronizing methods of the Backend.
-func (g *GPU) syncStickyErr(m symtab.Op, d *device) error {
+// stickyErr is the error a faulted kernel left on d, as m (a launch or a
+// synchronizing method) returns it; lock held.
+func (g *GPU) stickyErr(m symtab.Op, d *device) error {
 	if d.kfault == nil {
 		return nil
 	}
