@@ -193,7 +193,8 @@ type KernelCall struct {
 	dev      int
 	nthreads int
 	nblocks  int
-	wins     []window
+	wins     []window // the last windows resolved, in winBuf
+	winBuf   [maxWindows]window
 	fault    *kernelFault
 	shared   []uint64 // backing of Shared
 }

@@ -183,6 +183,7 @@ func (g *GPU) runGoKernel(st *stream, o *op) {
 	}
 	kc := &KernelCall{Name: k.Name, Grid: kl.grid, Block: kl.block, g: g, st: st, o: o, dev: st.dev.ord,
 		nthreads: int(kl.block.Threads()), nblocks: int(kl.grid.Threads())}
+	kc.wins = kc.winBuf[:0]
 	kc.Arg = Args{k: kc, params: k.Params, off: k.off, buf: kl.args}
 	if kl.shared > 0 {
 		kc.shared = make([]uint64, (kl.shared+7)/8)
