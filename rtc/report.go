@@ -24,25 +24,9 @@ func Symbols(backend, library string, opts ...Option) (gpumem.SymbolReport, erro
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if library == "" {
-		library = getenv(libraryEnv(v))
-	}
-	cands := candidates(v)
-	if library != "" {
-		cands = []string{library}
-	}
-	var lib Library
-	var tried []gpumem.LoadAttempt
-	for _, name := range cands {
-		l, err := cfg.load(name)
-		if err == nil {
-			lib = l
-			break
-		}
-		tried = append(tried, attemptsOf(name, err)...)
-	}
-	if lib == nil {
-		return rep, &LibraryError{Compiler: symtab.RTCTableNames[v], Err: &gpumem.LoadError{Tried: tried}}
+	lib, err := loadLibrary(v, library, cfg.load, func(Library) string { return "" })
+	if err != nil {
+		return rep, err
 	}
 	c := &Compiler{vendor: v, lib: lib}
 	defer lib.Close()

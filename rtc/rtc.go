@@ -136,6 +136,30 @@ func Open(backend, library string, opts ...Option) (*Compiler, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	c := &Compiler{vendor: v, cache: newCache(cfg.cacheDir)}
+	lib, err := loadLibrary(v, library, cfg.load, func(lib Library) string {
+		if missing := c.resolve(lib); len(missing) > 0 {
+			return "lacks required symbols " + strings.Join(missing, ", ")
+		}
+		return ""
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.lib = lib
+	if err := c.start(); err != nil {
+		c.lib.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// loadLibrary opens the first of v's compiler libraries that accept takes:
+// library, else the file v's environment variable names, else v's candidate
+// names. accept returns why it refuses a library ("" to take it); a refused
+// library is closed. When none is taken, the error is a *LibraryError naming
+// every file tried and why.
+func loadLibrary(v symtab.Vendor, library string, load Loader, accept func(Library) string) (Library, error) {
 	if library == "" {
 		library = getenv(libraryEnv(v))
 	}
@@ -143,30 +167,21 @@ func Open(backend, library string, opts ...Option) (*Compiler, error) {
 	if library != "" {
 		cands = []string{library}
 	}
-	c := &Compiler{vendor: v, cache: newCache(cfg.cacheDir)}
 	var tried []gpumem.LoadAttempt
 	for _, name := range cands {
-		lib, err := cfg.load(name)
+		lib, err := load(name)
 		if err != nil {
 			tried = append(tried, attemptsOf(name, err)...)
 			continue
 		}
-		if missing := c.resolve(lib); len(missing) > 0 {
-			tried = append(tried, gpumem.LoadAttempt{Name: name, Message: "lacks required symbols " + strings.Join(missing, ", ")})
+		if why := accept(lib); why != "" {
+			tried = append(tried, gpumem.LoadAttempt{Name: name, Message: why})
 			lib.Close()
 			continue
 		}
-		c.lib = lib
-		break
+		return lib, nil
 	}
-	if c.lib == nil {
-		return nil, &LibraryError{Compiler: symtab.RTCTableNames[v], Err: &gpumem.LoadError{Tried: tried}}
-	}
-	if err := c.start(); err != nil {
-		c.lib.Close()
-		return nil, err
-	}
-	return c, nil
+	return nil, &LibraryError{Compiler: symtab.RTCTableNames[v], Err: &gpumem.LoadError{Tried: tried}}
 }
 
 // attemptsOf turns a loader's error into load attempts: the loader's own

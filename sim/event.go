@@ -123,7 +123,7 @@ func (g *GPU) EventQuery(e gpumem.Event) (bool, error) {
 	if err := g.capturedEvent(symtab.EventQuery, ev); err != nil {
 		return false, err
 	}
-	if err := g.syncStickyErr(symtab.EventQuery, ev.dev); err != nil {
+	if err := g.stickyErr(symtab.EventQuery, ev.dev); err != nil {
 		return false, err
 	}
 	return ev.s == nil || ev.s.done >= ev.seq, nil
@@ -147,13 +147,13 @@ func (g *GPU) EventSynchronize(e gpumem.Event) error {
 		return err
 	}
 	if ev.s == nil {
-		return g.syncStickyErr(symtab.EventSynchronize, ev.dev)
+		return g.stickyErr(symtab.EventSynchronize, ev.dev)
 	}
 	if err := g.waitFor(symtab.EventSynchronize, ev.s, ev.seq); err != nil {
 		return err
 	}
 	g.trimPools(ev.dev)
-	return g.syncStickyErr(symtab.EventSynchronize, ev.dev)
+	return g.stickyErr(symtab.EventSynchronize, ev.dev)
 }
 
 // EventElapsed returns the milliseconds between two completed events

@@ -56,6 +56,9 @@ type Kernel struct {
 	// Regs is the registers per thread (FuncNumRegs), which the occupancy
 	// model counts; 0 leaves registers out of it.
 	Regs int
+
+	off      []int // where argument i starts in a launch's copy; set by registration
+	argBytes int   // the size of a launch's copy of the arguments
 }
 
 // Limits of kernels and launches, as an H100 or H200 has them.
@@ -117,6 +120,12 @@ func (r *kernelRegistry) add(k Kernel) error {
 		return err
 	}
 	k.Params = append([]Param(nil), k.Params...)
+	k.off = make([]int, len(k.Params))
+	k.argBytes = 0
+	for i, pr := range k.Params {
+		k.off[i] = k.argBytes
+		k.argBytes += pr.Size
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, dup := r.m[k.Name]; dup {
@@ -184,7 +193,8 @@ type KernelCall struct {
 	dev      int
 	nthreads int
 	nblocks  int
-	wins     []window
+	wins     []window // the last windows resolved, in winBuf
+	winBuf   [maxWindows]window
 	fault    *kernelFault
 	shared   []uint64 // backing of Shared
 }

@@ -36,7 +36,5 @@ func TestKernelParamsInMappedMemory(t *testing.T) {
 			t.Fatalf("p[%d] = %v", i, v)
 		}
 	}
-	ok(t, g.Free(0, p))
-	ok(t, g.ModuleUnload(r.mod))
-	noLeaks(t, g)
+	r.close(t, p)
 }

@@ -141,6 +141,16 @@ func newKernelRig(t *testing.T, cfg sim.Config, ks ...sim.Kernel) *kernelRig {
 	return r
 }
 
+// close frees ps, unloads the module and checks that nothing leaked.
+func (r *kernelRig) close(t *testing.T, ps ...gpumem.Ptr) {
+	t.Helper()
+	for _, p := range ps {
+		ok(t, r.g.Free(0, p))
+	}
+	ok(t, r.g.ModuleUnload(r.mod))
+	noLeaks(t, r.g)
+}
+
 func (r *kernelRig) upload(t *testing.T, v []float32) gpumem.Ptr {
 	t.Helper()
 	p, err := r.g.Malloc(0, uint64(4*len(v)))
@@ -175,11 +185,8 @@ func TestKernelSaxpyOverAPartialGrid(t *testing.T) {
 			t.Fatalf("y[%d] = %v, want %v", i, got[i], want)
 		}
 	}
-	ok(t, g.Free(0, px))
-	ok(t, g.Free(0, py))
 	ok(t, g.StreamDestroy(s))
-	ok(t, g.ModuleUnload(r.mod))
-	noLeaks(t, g)
+	r.close(t, px, py)
 }
 
 func TestKernelBlockReduction(t *testing.T) {
@@ -212,10 +219,7 @@ func TestKernelBlockReduction(t *testing.T) {
 	if total != want {
 		t.Errorf("total %v, want %v", total, want)
 	}
-	ok(t, g.Free(0, pin))
-	ok(t, g.Free(0, pout))
-	ok(t, g.ModuleUnload(r.mod))
-	noLeaks(t, g)
+	r.close(t, pin, pout)
 }
 
 // fill writes v to every element of out[:n]; copy copies in to out.
@@ -266,13 +270,10 @@ func TestKernelStreamsAndEvents(t *testing.T) {
 			t.Fatalf("b[%d] = %v", i, v)
 		}
 	}
-	ok(t, g.Free(0, pa))
-	ok(t, g.Free(0, pb))
 	ok(t, g.EventDestroy(e))
 	ok(t, g.StreamDestroy(a))
 	ok(t, g.StreamDestroy(b))
-	ok(t, g.ModuleUnload(r.mod))
-	noLeaks(t, g)
+	r.close(t, pa, pb)
 }
 
 // A captured launch replays with the arguments as they were at capture.
@@ -310,11 +311,8 @@ func TestKernelCaptureAndReplay(t *testing.T) {
 	}
 	ok(t, g.GraphExecDestroy(ge))
 	ok(t, g.GraphDestroy(gr))
-	ok(t, g.Free(0, px))
-	ok(t, g.Free(0, py))
 	ok(t, g.StreamDestroy(s))
-	ok(t, g.ModuleUnload(r.mod))
-	noLeaks(t, g)
+	r.close(t, px, py)
 }
 
 // The detector checks every pointer argument: a launch whose input was
@@ -340,11 +338,9 @@ func TestKernelUseAfterFree(t *testing.T) {
 		t.Fatalf("the kernel's memory is gone: StreamSynchronize = %v, want the sticky code 700", err)
 	}
 	g.ClearViolations()
-	ok(t, g.Free(0, out))
 	ok(t, g.StreamDestroy(a))
 	ok(t, g.StreamDestroy(b))
-	ok(t, g.ModuleUnload(r.mod))
-	noLeaks(t, g)
+	r.close(t, out)
 }
 
 // A tagged block returned while a kernel that uses it is queued is caught,
@@ -362,10 +358,8 @@ func TestKernelUseOfUntaggedBlock(t *testing.T) {
 		t.Fatalf("violations: %v", vs)
 	}
 	g.ClearViolations()
-	ok(t, g.Free(0, seg))
 	ok(t, g.StreamDestroy(s))
-	ok(t, g.ModuleUnload(r.mod))
-	noLeaks(t, g)
+	r.close(t, seg)
 }
 
 func TestKernelArgumentMismatch(t *testing.T) {
@@ -416,10 +410,8 @@ func TestKernelArgumentMismatch(t *testing.T) {
 		t.Errorf("misread argument: %v", err)
 	}
 	g.ClearViolations()
-	ok(t, g.Free(0, p))
 	ok(t, g.FreeHost(host))
-	ok(t, g.ModuleUnload(r.mod))
-	noLeaks(t, g)
+	r.close(t, p)
 }
 
 // packed launches wide with its arguments in one buffer, the scalar given
@@ -466,11 +458,8 @@ func TestKernelOutOfBounds(t *testing.T) {
 		t.Errorf("DeviceSynchronize after the fault: %v", err)
 	}
 	g.ClearViolations()
-	ok(t, g.Free(0, px))
-	ok(t, g.Free(0, py))
 	ok(t, g.StreamDestroy(s))
-	ok(t, g.ModuleUnload(r.mod))
-	noLeaks(t, g)
+	r.close(t, px, py)
 }
 
 func TestKernelPanicIsAStreamError(t *testing.T) {
@@ -522,8 +511,7 @@ func TestKernelFaultInjection(t *testing.T) {
 	if err := g.LaunchKernel(r.f["count"], gpumem.Dim3{}, gpumem.Dim3{}, 0, gpumem.Stream{}, gpumem.KernelParams{}); err != injected {
 		t.Errorf("injected error: %v", err)
 	}
-	ok(t, g.ModuleUnload(r.mod))
-	noLeaks(t, g)
+	r.close(t)
 }
 
 // Many goroutines launch on their own streams into one counter.
@@ -564,7 +552,5 @@ func TestKernelConcurrentLaunches(t *testing.T) {
 	if got := binary.LittleEndian.Uint64(b); got != 8*20*2*64 {
 		t.Errorf("counter %d, want %d", got, 8*20*2*64)
 	}
-	ok(t, g.Free(0, p))
-	ok(t, g.ModuleUnload(r.mod))
-	noLeaks(t, g)
+	r.close(t, p)
 }

@@ -18,52 +18,45 @@ type kernelLaunch struct {
 	f           *function
 	grid, block gpumem.Dim3
 	shared      int    // static plus dynamic shared memory of a block
-	args        []byte // the arguments' bytes, copied at launch
-	off         []int  // where argument i starts in args
+	args        []byte // the arguments' bytes, copied at launch, at f.k's offsets
 }
 
 // readParams copies the caller's arguments as the signature says. The
 // array carries no sizes: the simulator checks the count, that no pointer
 // is null, and that an argument's registered size does not run into the
 // next argument's bytes where the caller laid them out one after another.
-func readParams(k *Kernel, p gpumem.KernelParams) (buf []byte, off []int, err error) {
+func readParams(k *Kernel, p gpumem.KernelParams) ([]byte, error) {
 	bad := func(format string, args ...any) error {
 		return errf(symtab.LaunchKernel, symtab.CUDAInvalidValue, "kernel %s: %s", k.Name, fmt.Sprintf(format, args...))
 	}
 	if p.Count != len(k.Params) {
-		return nil, nil, bad("%d arguments for %d parameters", p.Count, len(k.Params))
+		return nil, bad("%d arguments for %d parameters", p.Count, len(k.Params))
 	}
 	if p.Count == 0 {
-		return nil, nil, nil
+		return nil, nil
 	}
 	if p.Array == 0 {
-		return nil, nil, bad("a null parameter array of %d arguments", p.Count)
+		return nil, bad("a null parameter array of %d arguments", p.Count)
 	}
 	// The array is the caller's memory; reading its address through the
 	// field's storage keeps the conversion out of checkptr's way.
 	base := *(*unsafe.Pointer)(unsafe.Pointer(&p.Array))
 	ptrs := unsafe.Slice((*unsafe.Pointer)(base), p.Count)
-	off = make([]int, p.Count)
-	total := 0
-	for i, pr := range k.Params {
-		off[i] = total
-		total += pr.Size
-	}
-	buf = make([]byte, total)
+	buf := make([]byte, k.argBytes)
 	for i, a := range ptrs {
 		size := k.Params[i].Size
 		if a == nil {
-			return nil, nil, bad("argument %d: a null pointer in the parameter array", i)
+			return nil, bad("argument %d: a null pointer in the parameter array", i)
 		}
 		if i+1 < len(ptrs) {
 			next := uintptr(ptrs[i+1])
 			if at := uintptr(a); next > at && next < at+uintptr(size) {
-				return nil, nil, bad("argument %d is %s, but the caller laid out only %d bytes before argument %d", i, describeParam(k.Params[i]), next-at, i+1)
+				return nil, bad("argument %d is %s, but the caller laid out only %d bytes before argument %d", i, describeParam(k.Params[i]), next-at, i+1)
 			}
 		}
-		copy(buf[off[i]:], unsafe.Slice((*byte)(a), size))
+		copy(buf[k.off[i]:], unsafe.Slice((*byte)(a), size))
 	}
-	return buf, off, nil
+	return buf, nil
 }
 
 // LaunchKernel queues f on s over grid blocks of block threads with
@@ -108,7 +101,7 @@ func (g *GPU) LaunchKernel(h gpumem.Function, grid, block gpumem.Dim3, sharedMem
 	case int(sharedMem) > maxDyn:
 		return errf(symtab.LaunchKernel, symtab.CUDAInvalidValue, "%d bytes of dynamic shared memory; kernel %s allows %d (FuncSetMaxDynamicSharedMemory)", sharedMem, k.Name, maxDyn)
 	}
-	buf, off, err := readParams(k, params)
+	buf, err := readParams(k, params)
 	if err != nil {
 		return err
 	}
@@ -129,7 +122,7 @@ func (g *GPU) LaunchKernel(h gpumem.Function, grid, block gpumem.Dim3, sharedMem
 		if !pr.Ptr {
 			continue
 		}
-		a := le(buf[off[i] : off[i]+8])
+		a := le(buf[k.off[i] : k.off[i]+8])
 		if a == 0 {
 			continue
 		}
@@ -139,23 +132,16 @@ func (g *GPU) LaunchKernel(h gpumem.Function, grid, block gpumem.Dim3, sharedMem
 		}
 		uses = append(uses, u...)
 	}
-	kl := &kernelLaunch{f: f, grid: g3, block: b3, shared: k.SharedBytes + int(sharedMem), args: buf, off: off}
+	kl := &kernelLaunch{f: f, grid: g3, block: b3, shared: k.SharedBytes + int(sharedMem), args: buf}
 	return g.enqueue(st, &op{kind: opKernel, m: symtab.LaunchKernel, uses: uses, k: kl, dev: st.dev.ord})
 }
 
 // norm reads zero components of d as 1.
 func norm(d gpumem.Dim3) gpumem.Dim3 { return gpumem.Dim3{X: one(d.X), Y: one(d.Y), Z: one(d.Z)} }
 
-// stickyErr is the error a faulted kernel left on d; lock held.
-func (g *GPU) stickyErr(k symtab.Op, d *device) error {
-	if d.kfault == nil {
-		return nil
-	}
-	return errf(k, d.kfault.code, "a kernel faulted earlier on device %d (sticky): %s", d.ord, d.kfault.msg)
-}
-
-// syncStickyErr is stickyErr for the synchronizing methods of the Backend.
-func (g *GPU) syncStickyErr(m symtab.Op, d *device) error {
+// stickyErr is the error a faulted kernel left on d, as m (a launch or a
+// synchronizing method) returns it; lock held.
+func (g *GPU) stickyErr(m symtab.Op, d *device) error {
 	if d.kfault == nil {
 		return nil
 	}
@@ -189,7 +175,7 @@ func (g *GPU) runGoKernel(st *stream, o *op) {
 			if !pr.Ptr {
 				continue
 			}
-			if a := le(kl.args[kl.off[i] : kl.off[i]+8]); a != 0 && !g.resolveAtRun(st, o, a, 1, true) {
+			if a := le(kl.args[k.off[i] : k.off[i]+8]); a != 0 && !g.resolveAtRun(st, o, a, 1, true) {
 				g.kernelFailed(st, o, &kernelFault{code: symtab.CUDAIllegalAddress, msg: fmt.Sprintf("kernel %s: argument %d points at memory that is gone", k.Name, i)})
 				return
 			}
@@ -197,7 +183,8 @@ func (g *GPU) runGoKernel(st *stream, o *op) {
 	}
 	kc := &KernelCall{Name: k.Name, Grid: kl.grid, Block: kl.block, g: g, st: st, o: o, dev: st.dev.ord,
 		nthreads: int(kl.block.Threads()), nblocks: int(kl.grid.Threads())}
-	kc.Arg = Args{k: kc, params: k.Params, off: kl.off, buf: kl.args}
+	kc.wins = kc.winBuf[:0]
+	kc.Arg = Args{k: kc, params: k.Params, off: k.off, buf: kl.args}
 	if kl.shared > 0 {
 		kc.shared = make([]uint64, (kl.shared+7)/8)
 		kc.Shared = unsafe.Slice((*byte)(unsafe.Pointer(&kc.shared[0])), kl.shared)

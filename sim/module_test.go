@@ -247,8 +247,7 @@ func TestFuncAttributesAndOccupancy(t *testing.T) {
 			t.Errorf("%s, %d shared, limit %d: grid %d block %d, %v; want %d, %d", c.f.Name, c.smem, c.limit, grid, blk, err, c.wantGrid, c.wantBlk)
 		}
 	}
-	ok(t, g.ModuleUnload(r.mod))
-	noLeaks(t, g)
+	r.close(t)
 }
 
 // Two- and three-dimensional grids and blocks, and managed memory.
@@ -290,7 +289,5 @@ func TestKernelDimensions(t *testing.T) {
 			}
 		}
 	}
-	ok(t, g.Free(0, p))
-	ok(t, g.ModuleUnload(r.mod))
-	noLeaks(t, g)
+	r.close(t, p)
 }

@@ -141,7 +141,7 @@ func (g *GPU) StreamSynchronize(s gpumem.Stream) error {
 		return err
 	}
 	g.trimPools(st.dev)
-	return g.syncStickyErr(symtab.StreamSynchronize, st.dev)
+	return g.stickyErr(symtab.StreamSynchronize, st.dev)
 }
 
 // StreamQuery reports whether s has completed its queued work. It is
@@ -160,7 +160,7 @@ func (g *GPU) StreamQuery(s gpumem.Stream) (bool, error) {
 		g.invalidate(st.cap)
 		return false, errf(symtab.StreamQuery, symtab.CUDAStreamCaptureUnsupported, "%v is capturing", s)
 	}
-	if err := g.syncStickyErr(symtab.StreamQuery, st.dev); err != nil {
+	if err := g.stickyErr(symtab.StreamQuery, st.dev); err != nil {
 		return false, err
 	}
 	return !st.pending(), nil
@@ -236,7 +236,7 @@ func (g *GPU) DeviceSynchronize(dev int) error {
 		return err
 	}
 	g.trimPools(d)
-	return g.syncStickyErr(symtab.DeviceSynchronize, d)
+	return g.stickyErr(symtab.DeviceSynchronize, d)
 }
 
 // CheckStream implements gpumem.StreamChecker in process: nil for a live

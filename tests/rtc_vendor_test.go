@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -128,7 +129,7 @@ func TestRTCVendorNVRTCTargetsTable(t *testing.T) {
 	c := openRTC(t, "cuda", "GPUMEM_TEST_NVRTC_LIBRARY")
 	got, src := c.SupportedTargets()
 	major, minor := c.Version()
-	ver := itoa(major) + "." + itoa(minor)
+	ver := strconv.Itoa(major) + "." + strconv.Itoa(minor)
 	for _, r := range rtc.Targets() {
 		if r.Compiler == "nvrtc" && r.From <= ver && ver <= r.To && len(r.From) == len(ver) {
 			if strings.Join(r.Targets, " ") != strings.Join(got, " ") {
@@ -136,13 +137,6 @@ func TestRTCVendorNVRTCTargetsTable(t *testing.T) {
 			}
 		}
 	}
-}
-
-func itoa(n int) string {
-	if n < 10 {
-		return string(rune('0' + n))
-	}
-	return itoa(n/10) + string(rune('0'+n%10))
 }
 
 func TestRTCVendorMissingLibrary(t *testing.T) {

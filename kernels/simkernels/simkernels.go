@@ -70,26 +70,20 @@ var Reduce = sim.Kernel{
 // All lists the Go kernels.
 func All() []sim.Kernel { return []sim.Kernel{Saxpy, Reduce} }
 
-var (
-	once    sync.Once
-	onceErr error
-)
-
 // Register registers the Go kernels for every simulated GPU of the process
 // (sim.RegisterKernel). Only the first call registers; later calls return
 // its result. It fails (matching gpumem.ErrInvalidValue) when another
 // kernel of one of the names was registered before.
-func Register() error {
-	once.Do(func() {
-		for _, k := range All() {
-			if err := sim.RegisterKernel(k); err != nil {
-				onceErr = err
-				return
-			}
+func Register() error { return register() }
+
+var register = sync.OnceValue(func() error {
+	for _, k := range All() {
+		if err := sim.RegisterKernel(k); err != nil {
+			return err
 		}
-	})
-	return onceErr
-}
+	}
+	return nil
+})
 
 // Image is a simulator module image that declares the Go kernels, for
 // ModuleLoadData.
