@@ -1,7 +1,6 @@
 package torchsnapshot
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -79,12 +78,9 @@ func WriteFile(path string, snap gpumem.Snapshot) (err error) {
 			err = fmt.Errorf("torchsnapshot: %w", cerr)
 		}
 	}()
-	bw := bufio.NewWriter(f)
-	if err := Write(bw, snap); err != nil {
+	// Write buffers (pickle.Encode writes through its own buffer).
+	if err := Write(f, snap); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("torchsnapshot: %s: %w", path, err)
 	}
 	return nil
 }
