@@ -18,7 +18,7 @@ import (
 // not UTF-8, a cycle, or a value over the limits.
 var ErrUnsupported = errors.New("pickle: value outside the plain-data subset")
 
-// Opcodes written by Encode; Decode reads each of them (package doc).
+// Opcodes written by Encode and read by Decode (package doc).
 const (
 	opProto          = 0x80
 	opStop           = '.'
