@@ -30,7 +30,7 @@ func MemorySummary(stats MemoryStats, dev int) string {
 
 // MemorySummaryOf is MemorySummary of a's statistics on device dev.
 func MemorySummaryOf(a Allocator, dev int) string {
-	return memorySummary(a.Stats(dev), dev, false)
+	return MemorySummary(a.Stats(dev), dev)
 }
 
 // MemorySummaryAbbreviated is MemorySummary without the per-pool rows, as

@@ -52,9 +52,6 @@ func NewRegistry() *Registry { return &Registry{} }
 // source, no devices, a negative device or a name already added returns an
 // error matching gpumem.ErrInvalidValue.
 func (r *Registry) Add(name string, src Source, devices []int) error {
-	if src == nil {
-		return fmt.Errorf("metrics: add %q: nil source: %w", name, gpumem.ErrInvalidValue)
-	}
 	c, err := AllocatorCollector(src, devices)
 	if err != nil {
 		return fmt.Errorf("metrics: add %q: %w", name, err)

@@ -18,22 +18,14 @@ import (
 const snapshotHistoryCap = 1_000_000
 
 // checkSnapshotPath checks, before any replay, that --snapshot's file can
-// be written: its directory exists and takes a new file, and the path is
-// not a directory.
+// be written (see checkWritable).
 func checkSnapshotPath(path string) error {
 	if path == "" {
 		return nil
 	}
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return usagef("--snapshot %s: is a directory", path)
+	if err := checkWritable(path); err != nil {
+		return usagef("--snapshot: %v", err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".gpumem-snapshot-*")
-	if err != nil {
-		return usagef("--snapshot %s: cannot write there: %v", path, errors.Unwrap(err))
-	}
-	name := f.Name()
-	f.Close()
-	os.Remove(name)
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -24,12 +23,10 @@ func cmdSymbols(args []string, stdout, stderr io.Writer) int {
 	library := fs.String("library", "", "library file to resolve against (default: the usual names)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	table := fs.String("table", "driver", "table: driver (the driver's or runtime's), nvrtc or hiprtc (the run-time compilers)")
-	explicit := map[string]bool{}
 	pos, code, ok := parseCommand(fs, args)
 	if !ok {
 		return code
 	}
-	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
 	if len(pos) > 0 {
 		return fail(stderr, symbolsUsage, usagef("symbols takes no arguments (got %q)", pos))
 	}
@@ -37,7 +34,7 @@ func cmdSymbols(args []string, stdout, stderr io.Writer) int {
 	case "driver":
 	case rtc.NVRTC, rtc.HIPRTC:
 		b := ""
-		if explicit["backend"] {
+		if isSet(fs, "backend") {
 			b = *backend
 		}
 		return symbolsRTC(*table, b, *library, *asJSON, stdout, stderr)

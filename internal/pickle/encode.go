@@ -2,6 +2,7 @@ package pickle
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -17,7 +18,7 @@ import (
 // not UTF-8, a cycle, or a value over the limits.
 var ErrUnsupported = errors.New("pickle: value outside the plain-data subset")
 
-// Opcodes written by Encode; Decode reads each of them (package doc).
+// Opcodes written by Encode and read by Decode (package doc).
 const (
 	opProto          = 0x80
 	opStop           = '.'
@@ -385,17 +386,9 @@ func hashableKey(k any, depth int) bool {
 
 // Marshal returns the pickle Encode writes for v.
 func Marshal(v any) ([]byte, error) {
-	var b bytesBuffer
+	var b bytes.Buffer
 	if err := Encode(&b, v); err != nil {
 		return nil, err
 	}
-	return b, nil
-}
-
-// bytesBuffer is a minimal io.Writer collecting bytes.
-type bytesBuffer []byte
-
-func (b *bytesBuffer) Write(p []byte) (int, error) {
-	*b = append(*b, p...)
-	return len(p), nil
+	return b.Bytes(), nil
 }

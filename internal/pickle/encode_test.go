@@ -113,7 +113,7 @@ func TestEncodeRefuses(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		many = []any{many, many}
 	}
-	if err := encode(&bytesBuffer{}, many, 100); !errors.Is(err, ErrUnsupported) {
+	if err := encode(&bytes.Buffer{}, many, 100); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("over the budget of values: %v", err)
 	}
 }

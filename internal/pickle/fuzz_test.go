@@ -27,19 +27,19 @@ func FuzzPickle(f *testing.F) {
 			}
 			return
 		}
-		var enc bytesBuffer
+		var enc bytes.Buffer
 		if err := encode(&enc, v, 1<<16); err != nil {
 			if !errors.Is(err, ErrUnsupported) {
 				t.Fatalf("encode error not matching ErrUnsupported: %v", err)
 			}
 			return
 		}
-		v2, err := Decode(bytes.NewReader(enc))
+		v2, err := Decode(bytes.NewReader(enc.Bytes()))
 		if err != nil {
 			t.Fatalf("decoding what Encode wrote: %v", err)
 		}
-		var enc2 bytesBuffer
-		if err := encode(&enc2, v2, 1<<16); err != nil || !bytes.Equal(enc, enc2) {
+		var enc2 bytes.Buffer
+		if err := encode(&enc2, v2, 1<<16); err != nil || !bytes.Equal(enc.Bytes(), enc2.Bytes()) {
 			t.Fatalf("re-encoding differs (%v)", err)
 		}
 	})

@@ -466,7 +466,7 @@ func (d *decoder) run() (any, error) {
 			return nil, err
 		}
 		switch c {
-		case 0x80: // PROTO
+		case opProto:
 			v, err := d.byte1()
 			if err != nil {
 				return nil, err
@@ -478,13 +478,13 @@ func (d *decoder) run() (any, error) {
 			if _, err := d.uint(8); err != nil {
 				return nil, err
 			}
-		case '.': // STOP
+		case opStop:
 			v, err := d.pop(op)
 			if err != nil {
 				return nil, err
 			}
 			return finish(v)
-		case '(': // MARK
+		case opMark:
 			if len(d.marks) >= MaxDepth {
 				return nil, d.fail(op, "more than %d open MARKs", MaxDepth)
 			}
@@ -506,28 +506,28 @@ func (d *decoder) run() (any, error) {
 			if err != nil {
 				return nil, err
 			}
-		case 'N':
+		case opNone:
 			err = d.push(nil)
-		case 0x88:
+		case opNewTrue:
 			err = d.push(true)
-		case 0x89:
+		case opNewFalse:
 			err = d.push(false)
-		case 'K': // BININT1
+		case opBinInt1:
 			var v uint64
 			if v, err = d.uint(1); err == nil {
 				err = d.push(int64(v))
 			}
-		case 'M': // BININT2
+		case opBinInt2:
 			var v uint64
 			if v, err = d.uint(2); err == nil {
 				err = d.push(int64(v))
 			}
-		case 'J': // BININT
+		case opBinInt:
 			var v uint64
 			if v, err = d.uint(4); err == nil {
 				err = d.push(int64(int32(uint32(v))))
 			}
-		case 0x8a: // LONG1
+		case opLong1:
 			var n uint64
 			if n, err = d.uint(1); err == nil {
 				var b []byte
@@ -535,7 +535,7 @@ func (d *decoder) run() (any, error) {
 					err = d.push(long(b))
 				}
 			}
-		case 0x8b: // LONG4
+		case opLong4:
 			var n uint64
 			if n, err = d.uint(4); err == nil {
 				if int32(uint32(n)) < 0 {
@@ -546,7 +546,7 @@ func (d *decoder) run() (any, error) {
 					err = d.push(long(b))
 				}
 			}
-		case 'G': // BINFLOAT
+		case opBinFloat:
 			var b []byte
 			if b, err = d.bytesN(8); err == nil {
 				err = d.push(math.Float64frombits(binary.BigEndian.Uint64(b)))
@@ -573,11 +573,11 @@ func (d *decoder) run() (any, error) {
 					err = d.pushString(op, n)
 				}
 			}
-		case ']': // EMPTY_LIST
+		case opEmptyList:
 			err = d.push(&list{})
-		case '}': // EMPTY_DICT
+		case opEmptyDict:
 			err = d.push(&Dict{})
-		case ')': // EMPTY_TUPLE
+		case opEmptyTuple:
 			err = d.push(Tuple{})
 		case 'l', 't', 'd': // LIST, TUPLE, DICT from a MARK
 			var items []any
@@ -609,7 +609,7 @@ func (d *decoder) run() (any, error) {
 			if v, err = d.pop(op); err == nil {
 				err = d.appendTo(op, []any{v})
 			}
-		case 'e': // APPENDS
+		case opAppends:
 			var items []any
 			if items, err = d.popMarkView(op); err == nil {
 				err = d.appendTo(op, items)
@@ -621,7 +621,7 @@ func (d *decoder) run() (any, error) {
 					err = d.setItems(op, []any{k, v})
 				}
 			}
-		case 'u': // SETITEMS
+		case opSetItems:
 			var items []any
 			if items, err = d.popMarkView(op); err == nil {
 				err = d.setItems(op, items)

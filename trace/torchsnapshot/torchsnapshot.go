@@ -355,7 +355,7 @@ func entry(v any) (Entry, error) {
 		*dst = uint64(n)
 		return nil
 	}
-	needed := e.Action == "alloc" || e.Action == "free_requested"
+	needed := e.Action == actionAlloc || e.Action == actionFreeRequest
 	for _, f := range []struct {
 		name string
 		dst  *uint64
@@ -366,6 +366,13 @@ func entry(v any) (Entry, error) {
 	}
 	return e, nil
 }
+
+// The history actions a trace replays: gpumem's names, which are PyTorch's
+// (Write writes them).
+const (
+	actionAlloc       = string(gpumem.ActionAlloc)
+	actionFreeRequest = string(gpumem.ActionFreeRequest)
+)
 
 // Trace converts device dev's history into a trace, following the rules in
 // the package documentation. The trace passes trace.Validate. Errors match
@@ -396,7 +403,7 @@ func (s *Snapshot) Trace(dev int, opts Options) (*trace.Trace, Report, error) {
 	for i, e := range entries {
 		rep.Actions[e.Action]++
 		switch e.Action {
-		case "alloc":
+		case actionAlloc:
 			if e.Size == 0 {
 				return nil, rep, invalid("device %d entry %d: alloc of 0 bytes", dev, i)
 			}
@@ -412,7 +419,7 @@ func (s *Snapshot) Trace(dev int, opts Options) (*trace.Trace, Report, error) {
 			live[e.Addr] = liveAlloc{nextID, e.Size}
 			body = append(body, trace.Event{Alloc: true, ID: nextID, Size: e.Size, Stream: streamOf(e.Stream)})
 			nextID++
-		case "free_requested":
+		case actionFreeRequest:
 			st := streamOf(e.Stream)
 			a, ok := live[e.Addr]
 			if !ok {
@@ -447,7 +454,7 @@ func (r Report) String() string {
 	sort.Strings(acts)
 	var other []string
 	for _, a := range acts {
-		if a != "alloc" && a != "free_requested" {
+		if a != actionAlloc && a != actionFreeRequest {
 			other = append(other, fmt.Sprintf("%s %d", a, r.Actions[a]))
 		}
 	}

@@ -1,7 +1,6 @@
 package torchsnapshot
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -79,12 +78,9 @@ func WriteFile(path string, snap gpumem.Snapshot) (err error) {
 			err = fmt.Errorf("torchsnapshot: %w", cerr)
 		}
 	}()
-	bw := bufio.NewWriter(f)
-	if err := Write(bw, snap); err != nil {
+	// Write buffers (pickle.Encode writes through its own buffer).
+	if err := Write(f, snap); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("torchsnapshot: %s: %w", path, err)
 	}
 	return nil
 }
@@ -117,15 +113,13 @@ func snapshotValue(snap gpumem.Snapshot) *pickle.Dict {
 			"segment_type", s.SegmentType, "segment_pool_id", pickle.Tuple{int64(0), s.PrivatePool},
 			"is_expandable", s.Expandable, "frames", []any{}, "blocks", blocks))
 	}
-	for _, h := range snap.History {
-		if h.Device >= 0 && pytorchActions[h.Action] {
-			devices = max(devices, h.Device+1)
-		}
-	}
 	traces := make([][]any, devices)
 	for _, h := range snap.History {
 		if h.Device < 0 || !pytorchActions[h.Action] {
 			continue
+		}
+		if h.Device >= len(traces) {
+			traces = append(traces, make([][]any, h.Device+1-len(traces))...)
 		}
 		addrKey := "addr"
 		if h.Action == gpumem.ActionOOM {
@@ -135,7 +129,7 @@ func snapshotValue(snap gpumem.Snapshot) *pickle.Dict {
 			"action", string(h.Action), addrKey, uint64(h.Addr), "size", h.Size,
 			"stream", uint64(h.Stream), "time_us", timeUS(h.Time), "frames", []any{}))
 	}
-	dt := make([]any, devices)
+	dt := make([]any, len(traces))
 	for i, t := range traces {
 		if t == nil {
 			t = []any{}
