@@ -24,12 +24,15 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 	if size > maxRequest {
 		return 0, fmt.Errorf("caching: allocation of %d bytes is impossibly large: %w", size, gpumem.ErrInvalidValue)
 	}
-	if err := a.checkStream(s); err != nil {
-		return 0, err
-	}
 	rounded := roundSize(&a.table, size)
 	for attempt := 0; ; attempt++ {
 		d.mu.Lock()
+		if !d.closed && !d.streamKnownLocked(s) {
+			if err := d.checkStreamUnlocked(s); err != nil {
+				d.mu.Unlock()
+				return 0, err
+			}
+		}
 		if d.closed {
 			d.mu.Unlock()
 			return 0, errClosed()

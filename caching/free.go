@@ -20,6 +20,23 @@ import (
 // since been destroyed has no work left to wait for: it does not delay
 // the reuse.
 func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
+	if dev := s.Device; dev >= 0 && dev < len(a.devs) && !a.closed.Load() {
+		// Fast path: a stream checked since no stream was destroyed, and
+		// the block on the stream's device.
+		d := a.devs[dev]
+		d.mu.Lock()
+		if !d.closed && d.streamKnownLocked(s) {
+			if b, _ := d.live.Get(uint64(p)); b != nil && b.allocated {
+				if s != b.stream {
+					addUseLocked(b, s)
+				}
+				err := d.freeLocked(b, s)
+				d.mu.Unlock()
+				return err
+			}
+		}
+		d.mu.Unlock()
+	}
 	if err := a.checkStream(s); err != nil {
 		if a.closed.Load() {
 			return errClosed()
@@ -27,7 +44,7 @@ func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 		return err
 	}
 	if dev := s.Device; dev >= 0 && dev < len(a.devs) && !a.closed.Load() {
-		// Fast path: the block is on the stream's device.
+		// The block on the stream's device.
 		d := a.devs[dev]
 		d.mu.Lock()
 		if b, _ := d.live.Get(uint64(p)); b != nil && b.allocated && !d.closed {

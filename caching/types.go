@@ -131,8 +131,13 @@ type device struct {
 	private      map[PoolID]*privatePool
 	live         ptrmap.Map[*block] // allocated and pending blocks, by address
 	segments     map[*segment]struct{}
-	stats        gpumem.MemoryStats
-	spare        []*block
+	// okStream is the last stream of this device that passed its check,
+	// while the backend's stream epoch read okEpoch-1 (0: none): the hot
+	// path's check, two compares under the lock it takes anyway.
+	okStream gpumem.Stream
+	okEpoch  uint64
+	stats    gpumem.MemoryStats
+	spare    []*block
 
 	pending      map[uintptr][]pendingEvent // per use stream, in record order
 	npending     int
@@ -168,6 +173,7 @@ type Allocator struct {
 	devs     []*device
 	closed   atomic.Bool
 	checked  streamcheck.Cache // checks streams, remembering those that passed
+	epoch    *atomic.Uint64    // the backend's stream epoch (gpumem.StreamChecker), or nil
 
 	hooks    oomhooks.Hooks
 	nextPool atomic.Uint64
@@ -200,6 +206,9 @@ func New(b gpumem.Backend, opts Options) (*Allocator, error) {
 	}
 	a := &Allocator{b: b, opts: opts, table: table, upstream: opts.Upstream}
 	a.checked.Init(b)
+	if sc, ok := b.(gpumem.StreamChecker); ok {
+		a.epoch = sc.StreamEpoch()
+	}
 	if a.upstream == nil {
 		a.upstream = backendUpstream{b}
 	}
@@ -280,4 +289,29 @@ func vmmDefault(b gpumem.Backend) (bool, string) {
 		return v.VirtualMemoryDefault()
 	}
 	return true, ""
+}
+
+// streamKnownLocked reports whether s passed its check since the backend's
+// stream epoch last moved (no stream destroyed, the backend not closed).
+// d.mu must be held; s is a stream of d.
+func (d *device) streamKnownLocked(s gpumem.Stream) bool {
+	e := d.a.epoch
+	return e != nil && d.okEpoch != 0 && d.okStream == s && d.okEpoch == e.Load()+1
+}
+
+// checkStreamUnlocked checks s as checkStream does, with d.mu released for
+// the check, and on success remembers s for streamKnownLocked. d.mu must be
+// held; it is held again on return.
+func (d *device) checkStreamUnlocked(s gpumem.Stream) error {
+	var e uint64
+	if d.a.epoch != nil {
+		e = d.a.epoch.Load() + 1
+	}
+	d.mu.Unlock()
+	err := d.a.checkStream(s)
+	d.mu.Lock()
+	if err == nil && e != 0 {
+		d.okStream, d.okEpoch = s, e
+	}
+	return err
 }
