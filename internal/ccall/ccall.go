@@ -100,6 +100,23 @@ type frame12 struct {
 	failed                 uintptr
 }
 
+// MaxArgs is the most argument words CallN passes: six (amd64) or eight
+// (arm64) in registers and the rest in the C stack's argument slots. It
+// covers the widest functions the shipped bindings call (cublasGemmEx's 19
+// arguments, ncclCommInitRank's 128-byte id passed by value on amd64).
+const MaxArgs = 24
+
+// frameN is frame for up to MaxArgs arguments (CallN). Its layout is shared
+// with the assembly (see go_asm.h).
+type frameN struct {
+	fn     uintptr
+	pre    uintptr
+	preArg uintptr
+	r      uintptr
+	failed uintptr
+	a      [MaxArgs]uintptr
+}
+
 // Addresses of the trampolines (ABI0, entered with the C calling convention
 // with a *frame as their only argument), defined in the assembly files.
 var (
@@ -107,6 +124,7 @@ var (
 	callPre6ABI0   uintptr
 	callGuard6ABI0 uintptr
 	callPre12ABI0  uintptr
+	callNABI0      uintptr
 )
 
 // runtime_cgocall switches to the system stack and calls fn(arg) with the
@@ -208,6 +226,30 @@ func CallPre12(pre, preArg, fn, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a1
 		a7: a7, a8: a8, a9: a9, a10: a10, a11: a11, a12: a12, pre: pre, preArg: preArg}
 	runtime_cgocall(callPre12ABI0, unsafe.Pointer(&f))
 	return f.r, f.failed != 0
+}
+
+// CallN calls pre(preArg) when pre is not 0 and, only if it returned 0,
+// fn(args...), in one transition into C. args holds at most MaxArgs integer
+// or pointer words in the C order (a struct the ABI passes in memory is
+// laid out by the caller as the words the ABI puts on the stack); more are
+// not passed and the call is not made (ok false). It returns fn's result
+// with preFailed false, or pre's non-zero 32-bit status (zero-extended)
+// with preFailed true. It allocates nothing; the rules for callers are the
+// package's, and since CallN is nosplit, a pointer to the caller's stack
+// converted in the argument list of a nosplit caller stays valid.
+//
+//go:nosplit
+func CallN(pre, preArg, fn uintptr, args []uintptr) (r uintptr, preFailed, ok bool) {
+	if len(args) > MaxArgs {
+		return 0, false, false
+	}
+	var f frameN
+	f.fn, f.pre, f.preArg = fn, pre, preArg
+	for i := 0; i < len(args); i++ {
+		f.a[i] = args[i]
+	}
+	runtime_cgocall(callNABI0, unsafe.Pointer(&f))
+	return f.r, f.failed != 0, true
 }
 
 // Stages of CallGuard6 that stop before fn is called.

@@ -231,3 +231,70 @@ prefailed12:
 	MOVQ DX, frame12_r(AX)
 	MOVQ $1, frame12_failed(AX)
 	RET
+
+GLOBL ·callNABI0(SB), NOPTR|RODATA, $8
+DATA ·callNABI0(SB)/8, $callN<>(SB)
+
+// callN: pre(preArg) unless pre is 0; if that returned 0, fn(a[0..23]) with
+// a[0..5] in registers and a[6..23] in the C stack's argument slots
+// 0(SP)..136(SP). Local slots: 144(SP) frame pointer at entry, 152(SP)
+// stack top at entry, 160(SP) result. A frame of 176 bytes keeps SP 16-byte
+// aligned at the inner CALLs.
+TEXT callN<>(SB), NOSPLIT, $176
+	MOVQ DI, 144(SP)
+	CALL _cgo_topofstack(SB)
+	MOVQ AX, 152(SP)
+
+	MOVQ 144(SP), R11
+	MOVQ frameN_pre(R11), R10
+	TESTQ R10, R10
+	JEQ  nopreN
+	MOVQ frameN_preArg(R11), DI
+	XORL AX, AX
+	CALL R10
+	TESTL AX, AX
+	JNE  prefailedN
+
+nopreN:
+	CALL _cgo_topofstack(SB)
+	SUBQ 152(SP), AX
+	ADDQ 144(SP), AX
+	MOVQ AX, R11
+	LEAQ frameN_a(R11), SI
+	// a[6..23] to the argument slots
+	MOVQ $0, CX
+copyN:
+	MOVQ 48(SI)(CX*8), AX
+	MOVQ AX, 0(SP)(CX*8)
+	INCQ CX
+	CMPQ CX, $18
+	JLT  copyN
+	MOVQ 0(SI), DI
+	MOVQ 16(SI), DX
+	MOVQ 24(SI), CX
+	MOVQ 32(SI), R8
+	MOVQ 40(SI), R9
+	MOVQ 8(SI), SI
+	MOVQ frameN_fn(R11), R10
+	XORL AX, AX
+	CALL R10
+	MOVQ AX, 160(SP)
+
+	CALL _cgo_topofstack(SB)
+	SUBQ 152(SP), AX
+	ADDQ 144(SP), AX
+	MOVQ 160(SP), DX
+	MOVQ DX, frameN_r(AX)
+	MOVQ $0, frameN_failed(AX)
+	RET
+
+prefailedN:
+	MOVL AX, AX // zero-extend the 32-bit status
+	MOVQ AX, 160(SP)
+	CALL _cgo_topofstack(SB)
+	SUBQ 152(SP), AX
+	ADDQ 144(SP), AX
+	MOVQ 160(SP), DX
+	MOVQ DX, frameN_r(AX)
+	MOVQ $1, frameN_failed(AX)
+	RET

@@ -258,3 +258,80 @@ prefailed12:
 	MOVD R1, frame12_failed(R0)
 	LDP.P 48(RSP), (R29, R30)
 	RET
+
+GLOBL ·callNABI0(SB), NOPTR|RODATA, $8
+DATA ·callNABI0(SB)/8, $callN<>(SB)
+
+// callN: pre(preArg) unless pre is 0; if that returned 0, fn(a[0..23]) with
+// a[0..7] in R0-R7 and a[8..23] in the C stack's argument slots: 128 bytes
+// pushed below the frame just before the call (RSP stays 16-byte aligned)
+// and popped after it. Frame (48 bytes) as callPre6's.
+TEXT callN<>(SB), NOSPLIT|NOFRAME, $0
+	STP.W (R29, R30), -48(RSP)
+	MOVD  RSP, R29
+	MOVD R0, 16(RSP)
+	BL   _cgo_topofstack(SB)
+	MOVD R0, 24(RSP)
+
+	MOVD 16(RSP), R9
+	MOVD frameN_pre(R9), R10
+	CBZ  R10, nopreN
+	MOVD frameN_preArg(R9), R0
+	BL   (R10)
+	CBNZW R0, prefailedN
+
+nopreN:
+	BL   _cgo_topofstack(SB)
+	MOVD 24(RSP), R1
+	SUB  R1, R0, R0
+	MOVD 16(RSP), R1
+	ADD  R1, R0, R9
+	SUB  $128, RSP, RSP
+	ADD  $frameN_a, R9, R8
+	ADD  $64, R8, R8
+	MOVD RSP, R2
+	MOVD $16, R3
+copyN:
+	MOVD.P 8(R8), R4
+	MOVD.P R4, 8(R2)
+	SUBS $1, R3, R3
+	BNE  copyN
+	ADD  $frameN_a, R9, R8
+	MOVD 0(R8), R0
+	MOVD 8(R8), R1
+	MOVD 16(R8), R2
+	MOVD 24(R8), R3
+	MOVD 32(R8), R4
+	MOVD 40(R8), R5
+	MOVD 48(R8), R6
+	MOVD 56(R8), R7
+	MOVD frameN_fn(R9), R10
+	BL   (R10)
+	ADD  $128, RSP, RSP
+	MOVD R0, 32(RSP)
+
+	BL   _cgo_topofstack(SB)
+	MOVD 24(RSP), R1
+	SUB  R1, R0, R0
+	MOVD 16(RSP), R1
+	ADD  R1, R0, R0
+	MOVD 32(RSP), R1
+	MOVD R1, frameN_r(R0)
+	MOVD ZR, frameN_failed(R0)
+	LDP.P 48(RSP), (R29, R30)
+	RET
+
+prefailedN:
+	MOVWU R0, R0 // zero-extend the 32-bit status
+	MOVD R0, 32(RSP)
+	BL   _cgo_topofstack(SB)
+	MOVD 24(RSP), R1
+	SUB  R1, R0, R0
+	MOVD 16(RSP), R1
+	ADD  R1, R0, R0
+	MOVD 32(RSP), R1
+	MOVD R1, frameN_r(R0)
+	MOVD $1, R1
+	MOVD R1, frameN_failed(R0)
+	LDP.P 48(RSP), (R29, R30)
+	RET

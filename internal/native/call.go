@@ -3,6 +3,7 @@ package native
 import (
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/gpumem/gpumem"
@@ -153,4 +154,18 @@ func (b *Backend) failed(op symtab.Op, r uintptr, preFailed bool) error {
 // per-call cost).
 func (b *Backend) CallCurrent(dev int, op symtab.Op, a1 uintptr) error {
 	return b.call(dev, op, a1, 0, 0, 0, 0, 0)
+}
+
+// CurrentFunc returns the make-current function of device dev and its
+// argument (cuCtxSetCurrent and the primary context, or hipSetDevice and
+// the ordinal), for libraries bound through the public bind package, and
+// the flag Close sets.
+func (b *Backend) CurrentFunc(dev int) (fn, arg uintptr, closed *atomic.Bool, err error) {
+	if b.closed.Load() {
+		return 0, 0, nil, b.closedErr()
+	}
+	if uint(dev) >= uint(b.nDev) {
+		return 0, 0, nil, b.badDevice(dev)
+	}
+	return b.pre, b.cur[dev], &b.closed, nil
 }

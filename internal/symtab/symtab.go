@@ -79,7 +79,11 @@ type Row struct {
 	// ABI is the library version whose signature of Symbol the project
 	// calls, in the vendor's numbering (CUDA: 1000*major+10*minor, asked of
 	// cuGetProcAddress); 0 where it does not matter.
-	ABI   [NumVendors]int
+	ABI [NumVendors]int
+	// Args is the number of argument words the C function takes (the
+	// same for every vendor); 0 where the table does not say. Calls
+	// through the public binding package are checked against it.
+	Args  int
 	Notes string
 }
 
