@@ -7,10 +7,11 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/bind"
 	"github.com/gpumem/gpumem/rtc"
 )
 
-var symbolsUsage = "usage: gpumem symbols [--table driver|nvrtc|hiprtc] [--backend " + strings.Join(backendNames(true), "|") + "] [--library PATH] [--json]\n"
+var symbolsUsage = "usage: gpumem symbols [--table " + strings.Join(tableNames(), "|") + "] [--backend " + strings.Join(backendNames(true), "|") + "] [--library PATH] [--json]\n"
 
 func cmdSymbols(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("symbols", symbolsUsage, stdout, stderr)
@@ -22,7 +23,7 @@ func cmdSymbols(args []string, stdout, stderr io.Writer) int {
 	backend := fs.String("backend", def, "vendor: "+strings.Join(vendors, " or "))
 	library := fs.String("library", "", "library file to resolve against (default: the usual names)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	table := fs.String("table", "driver", "table: driver (the driver's or runtime's), nvrtc or hiprtc (the run-time compilers)")
+	table := fs.String("table", "driver", "table: "+strings.Join(tableNames(), ", ")+" (driver: the driver's or runtime's; nvrtc, hiprtc: the run-time compilers; the rest: bound libraries)")
 	pos, code, ok := parseCommand(fs, args)
 	if !ok {
 		return code
@@ -39,7 +40,11 @@ func cmdSymbols(args []string, stdout, stderr io.Writer) int {
 		}
 		return symbolsRTC(*table, b, *library, *asJSON, stdout, stderr)
 	default:
-		return fail(stderr, symbolsUsage, usagef("symbols: --table must be driver, nvrtc or hiprtc (got %q)", *table))
+		bd, ok := bind.Lookup(*table)
+		if !ok {
+			return fail(stderr, symbolsUsage, usagef("symbols: --table must be %s (got %q)", strings.Join(tableNames(), ", "), *table))
+		}
+		return symbolsBound(bd, *backend, *library, *asJSON, stdout, stderr)
 	}
 	reg, ok := gpumem.Lookup(*backend)
 	if !ok || reg.Symbols == nil {
@@ -50,6 +55,37 @@ func cmdSymbols(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, symbolsUsage, err)
 	}
 	return writeSymbols(stdout, stderr, rep, *asJSON)
+}
+
+// tableNames are the tables the symbols command checks: the driver's, the
+// run-time compilers' and every registered binding's.
+func tableNames() []string {
+	return append([]string{"driver", rtc.NVRTC, rtc.HIPRTC}, bind.Bindings()...)
+}
+
+// symbolsBound checks a bound library's table for one vendor: exit 0 when
+// every required symbol resolved, 1 when some are missing, 2 when no file
+// of the library loads (as for the other tables).
+func symbolsBound(bd bind.Binding, backend, library string, asJSON bool, stdout, stderr io.Writer) int {
+	var v bind.Vendor
+	switch backend {
+	case bind.CUDA.String():
+		v = bind.CUDA
+	case bind.HIP.String():
+		v = bind.HIP
+	default:
+		return fail(stderr, symbolsUsage, usagef("symbols: --table %s needs --backend cuda or hip (got %q)", bd.Name, backend))
+	}
+	var opts []bind.Option
+	if library != "" {
+		opts = append(opts, bind.WithPath(library))
+	}
+	rep, err := bd.Resolve(v, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "gpumem: symbols: %v\n", err)
+		return exitUsage
+	}
+	return writeSymbols(stdout, stderr, rep, asJSON)
 }
 
 // writeSymbols writes rep as JSON or a table and returns the exit status:
