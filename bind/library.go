@@ -131,16 +131,11 @@ func NameTable(names map[int]string) func(l *Lib, code int) string {
 	return func(_ *Lib, code int) string { return names[code] }
 }
 
-// Object is an opened shared library as the loader gives it.
-type Object interface {
-	// Path is the file as it was opened.
-	Path() string
-	// Sym returns the address of an exported symbol; a missing symbol is
-	// an error matching gpumem.ErrNotSupported.
-	Sym(name string) (uintptr, error)
-	// Close releases the library.
-	Close() error
-}
+// Object is an opened shared library as the loader gives it: Path (the
+// file as it was opened), Sym (an exported symbol's address; a missing
+// symbol is an error matching gpumem.ErrNotSupported) and Close. The
+// backends and the run-time compilers load their libraries as Objects too.
+type Object = dl.Object
 
 // Loader opens the first loadable file among candidates.
 type Loader func(candidates ...string) (Object, error)
@@ -161,21 +156,9 @@ func WithPath(path string) Option { return func(o *options) { o.path = path } }
 // search rules).
 func WithLoader(l Loader) Option { return func(o *options) { o.load = l } }
 
-type dlObject struct{ l *dl.Library }
-
-func (d dlObject) Path() string                     { return d.l.Path }
-func (d dlObject) Sym(name string) (uintptr, error) { return d.l.Sym(name) }
-func (d dlObject) Close() error                     { return d.l.Close() }
-
 // DL is the Loader of real libraries: dlopen with RTLD_NOW|RTLD_GLOBAL,
 // through purego.
-func DL(candidates ...string) (Object, error) {
-	l, err := dl.Open(candidates...)
-	if err != nil {
-		return nil, err
-	}
-	return dlObject{l}, nil
-}
+func DL(candidates ...string) (Object, error) { return dl.Load(candidates...) }
 
 // Lib is an opened library with its table resolved. Its methods are safe
 // for concurrent use.

@@ -35,33 +35,15 @@ const (
 )
 
 // Library is the seam between a Compiler and the dynamic loader: the real
-// one wraps internal/dl; tests give C-callable fakes.
-type Library interface {
-	// Path is the library file as it was opened.
-	Path() string
-	// Sym returns the address of an exported symbol, or an error.
-	Sym(name string) (uintptr, error)
-	// Close releases the library.
-	Close() error
-}
+// one is internal/dl's; tests give C-callable fakes. It is bind.Object, the
+// interface of every bound library.
+type Library = dl.Object
 
 // Loader opens one library file (a bare soname or a path).
 type Loader func(name string) (Library, error)
 
-type dlLibrary struct{ l *dl.Library }
-
-func (d dlLibrary) Path() string                     { return d.l.Path }
-func (d dlLibrary) Sym(name string) (uintptr, error) { return d.l.Sym(name) }
-func (d dlLibrary) Close() error                     { return d.l.Close() }
-
 // DL is the Loader of real libraries.
-func DL(name string) (Library, error) {
-	l, err := dl.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	return dlLibrary{l}, nil
-}
+func DL(name string) (Library, error) { return dl.Load(name) }
 
 // Option configures Open.
 type Option func(*config)

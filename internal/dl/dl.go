@@ -226,3 +226,31 @@ func (l *Library) Handle() uintptr {
 	defer l.mu.RUnlock()
 	return l.handle
 }
+
+// Object is an opened library as the packages that bind it see it: the
+// seam between them and the dynamic loader (tests give fakes). bind.Object,
+// the backends' and the run-time compilers' libraries are this interface.
+type Object interface {
+	// Path is the library file as it was opened.
+	Path() string
+	// Sym returns the address of an exported symbol; a missing symbol is
+	// an error matching gpumem.ErrNotSupported.
+	Sym(name string) (uintptr, error)
+	// Close releases the library.
+	Close() error
+}
+
+type object struct{ l *Library }
+
+func (o object) Path() string                     { return o.l.Path }
+func (o object) Sym(name string) (uintptr, error) { return o.l.Sym(name) }
+func (o object) Close() error                     { return o.l.Close() }
+
+// Load is Open returning the library as an Object.
+func Load(candidates ...string) (Object, error) {
+	l, err := Open(candidates...)
+	if err != nil {
+		return nil, err
+	}
+	return object{l}, nil
+}
