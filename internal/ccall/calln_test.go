@@ -19,6 +19,7 @@ func TestCallNSnprintf(t *testing.T) {
 	n := MaxArgs - 3
 	format := []byte(strings.Repeat("%ld ", n-1) + "%ld\x00")
 	buf := make([]byte, 1024)
+	heap = append(heap, buf, format) // the addresses below outlive calls that may move the stack
 	args := make([]uintptr, 0, MaxArgs)
 	args = append(args, ptr(&buf[0]), uintptr(len(buf)), ptr(&format[0]))
 	var want []string
@@ -54,6 +55,9 @@ func TestCallNSnprintf(t *testing.T) {
 		t.Error("CallN with MaxArgs+1 arguments made the call")
 	}
 }
+
+// heap keeps the test's buffers off the goroutine stack.
+var heap [][]byte
 
 // TestCallNAllocs: a call allocates nothing.
 func TestCallNAllocs(t *testing.T) {

@@ -245,9 +245,7 @@ func CallN(pre, preArg, fn uintptr, args []uintptr) (r uintptr, preFailed, ok bo
 	}
 	var f frameN
 	f.fn, f.pre, f.preArg = fn, pre, preArg
-	for i := 0; i < len(args); i++ {
-		f.a[i] = args[i]
-	}
+	copy(f.a[:], args)
 	runtime_cgocall(callNABI0, unsafe.Pointer(&f))
 	return f.r, f.failed != 0, true
 }
