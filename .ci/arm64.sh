@@ -86,6 +86,7 @@ trap 'rm -rf "$tmp"' EXIT
 # and is architecture-independent: it runs in the native go test.
 tests=(
 	"./internal/ccall"
+	"./bind"
 	"./internal/dl"
 	"./internal/callback"
 	"./internal/native"
