@@ -16,6 +16,11 @@ go test -c -ldflags="$ld" -o "$G/tests.test" ./tests
 for p in asyncpool managed deferrable; do
 	go test -c -ldflags="$ld" -o "$G/$p.test" "./$p"
 done
+# The cgo anchor of the transition benchmark (outside the product, behind a
+# build tag): built with cgo where a C compiler is present.
+if command -v gcc >/dev/null; then
+	CGO_ENABLED=1 go test -c -tags cgoanchor -ldflags="$ld" -o "$G/cgoanchor.test" ./scripts/gpu/cgoanchor
+fi
 cp "$shared"/anchors/*.c "$shared"/anchors/*.cpp "$G/anchors/"
 cp "$shared"/traces/*.trace.gz testdata/*.trace.gz "$G/traces/"
 cp scripts/gpu/*.c "$G/anchors/" 2>/dev/null || true

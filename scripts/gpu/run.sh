@@ -5,7 +5,7 @@
 # anchors in one go, writes full logs to $OUT (default /tmp/gpumem-gpu) and
 # prints a short table last.
 #
-#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|snapshot|bench|kernels]
+#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|snapshot|bench|kernels|transition]
 set -uo pipefail
 G=${G:-.gpu/final}
 OUT=${OUT:-/tmp/gpumem-gpu}
@@ -174,6 +174,35 @@ if c and g:
 else:
     print("launch: no figures (see launch.txt)", len(c), len(g))
 PY
+fi
+
+if [ "$what" = transition ]; then
+	# One foreign transition per backend call: cuCtxSetCurrent+cuCtxGetCurrent
+	# through gpumem's path, through cgo (one wrapper call, and one cgo call per
+	# function) and from C, interleaved in one binary (scripts/gpu/cgoanchor).
+	if [ -x $G/cgoanchor.test ]; then
+		$G/cgoanchor.test -test.run '^$' -test.bench Transition -test.count "${ROUNDS:-7}" -test.benchtime 1000000x >"$OUT/transition.txt" 2>&1
+		note "cgoanchor.test exit $?"
+		python3 - "$OUT/transition.txt" <<'PY' | tee -a "$summary"
+import re, statistics, sys
+v = {}
+for l in open(sys.argv[1]):
+    m = re.match(r'BenchmarkTransition/(\S+?)(-\d+)?\s+\d+\s+([0-9.]+) ns/op(.*)', l)
+    if not m: continue
+    name, ns, rest = m.group(1), float(m.group(3)), m.group(4)
+    c = re.search(r'([0-9.]+) C-ns/op', rest)
+    v.setdefault(name, []).append(float(c.group(1)) if c else ns)
+if v:
+    print("| set current + cuCtxGetCurrent | ns per call, median | runs |")
+    print("| --- | --- | --- |")
+    for k in ("C", "gpumem", "cgo-one-call", "cgo-two-calls"):
+        if k in v: print(f"| {k} | {statistics.median(v[k]):.1f} | {len(v[k])} |")
+else:
+    print("transition: no figures (see transition.txt)")
+PY
+	else
+		note "transition: no cgoanchor.test (prepare.sh builds it where a C compiler is present)"
+	fi
 fi
 
 echo

@@ -1,0 +1,63 @@
+//go:build cgoanchor && cgo
+
+package cgoanchor
+
+import (
+	"os"
+	"testing"
+	"unsafe"
+
+	"github.com/gpumem/gpumem/driver"
+	"github.com/gpumem/gpumem/internal/native"
+	"github.com/gpumem/gpumem/internal/symtab"
+)
+
+var sink uintptr
+
+func BenchmarkTransition(b *testing.B) {
+	lib := os.Getenv("GPUMEM_CUDA_LIBRARY")
+	if lib == "" {
+		lib = "libcuda.so.1"
+	}
+	if r := load(lib); r != 0 {
+		b.Skipf("no CUDA device through %s (status %d)", lib, r)
+	}
+	be, err := driver.Open("")
+	if err != nil {
+		b.Skipf("no CUDA backend: %v", err)
+	}
+	defer be.Close()
+	nb := be.(*native.Backend)
+	p := uintptr(unsafe.Pointer(&sink))
+	b.Run("gpumem", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := nb.CallCurrent(0, symtab.GetCurrent, p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("cgo-one-call", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if setGet() != 0 {
+				b.Fatal("cuCtxSetCurrent+cuCtxGetCurrent failed")
+			}
+		}
+	})
+	b.Run("cgo-two-calls", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if set() != 0 || get() != 0 {
+				b.Fatal("cuCtxSetCurrent or cuCtxGetCurrent failed")
+			}
+		}
+	})
+	b.Run("C", func(b *testing.B) {
+		ns := cLoop(b.N)
+		if ns < 0 {
+			b.Fatal("the C loop failed")
+		}
+		b.ReportMetric(ns, "C-ns/op")
+	})
+}
