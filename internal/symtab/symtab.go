@@ -287,7 +287,7 @@ var driverRows = [NumOps]Row{
 	row(Init, "Init", "cuInit", 2000, "hipInit", both, Args(1), "called once at Open with flags 0"),
 	row(DriverGetVersion, "Version", "cuDriverGetVersion", 2020, "hipDriverGetVersion", both, Args(1), "works without a device"),
 	row(RuntimeGetVersion, "RuntimeVersion", "", 0, "hipRuntimeGetVersion", none, Args(1), "HIP only"),
-	row(GetErrorName, "ErrorName", "cuGetErrorName", 6000, "hipGetErrorName", both, Args(2), "names come from the library, cached per code"),
+	row(GetErrorName, "ErrorName", "cuGetErrorName", 6000, "hipGetErrorName", both, ArgsPer(2, 1), "names come from the library, cached per code. Vendors differ: cuGetErrorName(error, &name) returns a status, 2 words; hipGetErrorName(error) returns the name, 1"),
 	row(GetProcAddress, "GetProcAddress", "cuGetProcAddress_v2", 12000, "", none, Args(5), "CUDA 12+: resolves base names at a chosen ABI version"),
 	row(GetProcAddressV1, "GetProcAddressV1", "cuGetProcAddress", 11030, "", none, Args(4), "CUDA 11.3-11.8 form without symbolStatus"),
 	row(DeviceGetCount, "DeviceCount", "cuDeviceGetCount", 2000, "hipGetDeviceCount", both, Args(1), ""),

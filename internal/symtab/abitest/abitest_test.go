@@ -27,3 +27,47 @@ func TestCompileCompare(t *testing.T) {
 		t.Fatalf("%d differ", bad)
 	}
 }
+
+// TestPrototypes reads the argument words of a small header's functions:
+// f(void), a callback parameter, structs by value of one and two words, a
+// name the header renames with #define, calls inside a function body and
+// function pointers in a struct (neither of which is a declaration), and a
+// function declared with no parameter names.
+func TestPrototypes(t *testing.T) {
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("no gcc: ", err)
+	}
+	inc := t.TempDir()
+	h := `#define API
+typedef struct { int type; int id; } Loc;
+typedef struct { long long a; long long b; } Two;
+typedef struct Stream_st *Stream;
+#define fnRenamed fnRenamed_v2
+int API fnVoid(void);
+int API fnCallback(void (*cb)(void *, int), void *user, unsigned int flags);
+int API fnLoc(const void *p, unsigned long n, Loc loc, Stream s);
+int API fnTwo(Two t, int x[4]);
+int API fnRenamed(int a, int b);
+int API fnUnnamed(int, unsigned long long, Stream);
+__attribute__((deprecated("use fnVoid(void) instead"))) int API fnOld(int a);
+struct Table { int (*fnVoid)(int, int, int); };
+static inline int wrapper(int a) { return fnRenamed(a, fnOld(a)); }
+`
+	if err := os.WriteFile(filepath.Join(inc, "p.h"), []byte(h), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prelude := "#include <p.h>\n"
+	names := []string{"fnVoid", "fnCallback", "fnLoc", "fnTwo", "fnRenamed", "fnRenamed_v2", "fnUnnamed", "fnOld", "fnMissing"}
+	protos := Prototypes(t, gcc, inc, prelude, names)
+	got := Words(t, gcc, inc, prelude, protos)
+	want := map[string]int{"fnVoid": 0, "fnCallback": 3, "fnLoc": 4, "fnTwo": 3, "fnRenamed_v2": 2, "fnUnnamed": 3, "fnOld": 1}
+	if len(got) != len(want) {
+		t.Errorf("found %v, want %v", got, want)
+	}
+	for name, n := range want {
+		if w, ok := got[name]; !ok || w != n {
+			t.Errorf("%s (%s): %d words (found %v), want %d", name, protos[name], w, ok, n)
+		}
+	}
+}
