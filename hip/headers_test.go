@@ -52,7 +52,6 @@ func TestABIAgainstHeaders(t *testing.T) {
 // hipPrelude includes the HIP runtime's C API for AMD.
 const hipPrelude = "#define __HIP_PLATFORM_AMD__ 1\n#include <hip/hip_runtime_api.h>\n"
 
-
 func headerVersion(t *testing.T, inc string) int {
 	b, err := os.ReadFile(filepath.Join(inc, "hip", "hip_version.h"))
 	if err != nil {
