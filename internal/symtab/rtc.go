@@ -30,6 +30,10 @@ package symtab
 //
 // hipRTC's code is a code object (an ELF shared object for amdgcn), read
 // with hiprtcGetCodeSize/hiprtcGetCode in the rows where NVRTC reads PTX.
+//
+// Every row's argument words (Args) are the same for both vendors; the
+// header tests check them against nvrtc.h (CUDA 11.8, 12.5) and
+// hip/hiprtc.h (ROCm 5.2 to 7.2).
 
 // Operation ids of the RTC table, in table order.
 const (

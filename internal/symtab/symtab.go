@@ -282,7 +282,13 @@ func row(id Op, op, cuda string, ver int, hip string, req int, args Arity, notes
 // functions of gpumem.Backend, indexed by the op ids above.
 var Driver = Table{Name: "driver", Rows: driverRows[:]}
 
-// driverRows is Driver's rows, indexed by Op.
+// driverRows is Driver's rows, indexed by Op. The argument words are the
+// prototypes' in cuda.h (11.8 and 12.5 for the 12.x-only symbols; a
+// versioned symbol's signature never changes, so they hold for 13.x) and
+// hip_runtime_api.h (ROCm 5.2, 5.7, 6.4 and 7.2); driver's and hip's
+// header tests compare every row with the header they are given. The
+// vendors differ in five rows (ErrorName, Memcpy, MemcpyAsync, Prefetch,
+// OccupancyMaxPotentialBlockSize), whose notes say so.
 var driverRows = [NumOps]Row{
 	row(Init, "Init", "cuInit", 2000, "hipInit", both, Args(1), "called once at Open with flags 0"),
 	row(DriverGetVersion, "Version", "cuDriverGetVersion", 2020, "hipDriverGetVersion", both, Args(1), "works without a device"),
