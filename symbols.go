@@ -7,7 +7,11 @@ type SymbolRow struct {
 	Symbol   string `json:"symbol"`   // the vendor symbol, e.g. "cuMemAllocAsync"
 	Resolved bool   `json:"resolved"` // the library exports it
 	Required bool   `json:"required"` // the allocators need it; Open fails without it
-	Notes    string `json:"notes,omitempty"`
+	// Args is the number of argument words the table declares for this
+	// vendor's function (0 for a function of no arguments); nil, and
+	// absent from the JSON, where the table does not declare it.
+	Args  *int   `json:"args,omitempty"`
+	Notes string `json:"notes,omitempty"`
 }
 
 // SymbolReport is the result of resolving a backend's symbol table against a

@@ -7,13 +7,18 @@
 #   .ci/cuda-header.sh DIR [GPUMEM]
 #
 # - nvidia-cuda-dev (about 774 MB) is downloaded into DIR and only
-#   usr/include/cuda.h is streamed out of it (cuda.h includes nothing else
-#   from the package, only <stdlib.h> and <stdint.h>); the .deb is then
-#   deleted. DIR keeps cuda.h and the package version it came from: a second
-#   run with the same candidate version downloads nothing.
+#   usr/include/cuda.h and usr/include/nvrtc.h are streamed out of it (both
+#   lie in the archive's first few MB; cuda.h includes nothing else from
+#   the package, only <stdlib.h> and <stdint.h>, and nvrtc.h in C only
+#   <stdlib.h>); the .deb is then deleted. DIR keeps the headers and the
+#   package version they came from: a second run with the same candidate
+#   version downloads nothing.
 # - driver's TestABIAgainstCUDAHeader compiles with gcc, against that cuda.h,
 #   a C program generated from driver.ABI(v) for the header's CUDA_VERSION v,
-#   and compares every struct layout and constant.
+#   and compares every struct layout and constant; it also compares the
+#   argument words of every row of the driver table (CUDA column) with the
+#   prototype cuda.h declares for its symbol, and of the RTC table with
+#   nvrtc.h's.
 # - With GPUMEM_TEST_CUDA_LIBRARY set (vendor-libs.sh exports it) and GPUMEM
 #   a built cmd/gpumem, `gpumem symbols --backend cuda --json` must resolve
 #   every required symbol and report driver.ABI's layouts and constants for
@@ -40,8 +45,8 @@ if [ -z "$version" ]; then
 	log "apt knows no $pkg: enable Debian's non-free component first (.ci/vendor-libs.sh DIR does)"
 	exit 1
 fi
-if [ -f "$inc/cuda.h" ] && [ "$(cat "$DIR/version" 2>/dev/null)" = "$version" ]; then
-	log "cuda.h of $pkg $version already in $inc"
+if [ -f "$inc/cuda.h" ] && [ -f "$inc/nvrtc.h" ] && [ "$(cat "$DIR/version" 2>/dev/null)" = "$version" ]; then
+	log "cuda.h and nvrtc.h of $pkg $version already in $inc"
 else
 	rm -rf "$DIR/root" "$DIR/version"
 	if ! ls "$DIR/${pkg}_"*.deb >/dev/null 2>&1; then
@@ -49,16 +54,17 @@ else
 		(cd "$DIR" && apt-get download -q "$pkg" 2>&1 | { grep -v '^W: Download is performed unsandboxed' || true; } >&2)
 	fi
 	deb=$(ls "$DIR/${pkg}_"*.deb | head -n1)
-	log "extracting usr/include/cuda.h from $(basename "$deb")"
+	log "extracting usr/include/cuda.h and nvrtc.h from $(basename "$deb")"
 	mkdir -p "$DIR/root"
-	# tar stops at the first (only) cuda.h, near the start of the archive;
-	# dpkg-deb then dies of SIGPIPE, so only tar's status and the file count.
+	# tar stops once it has the first (only) cuda.h and nvrtc.h, near the
+	# start of the archive; dpkg-deb then dies of SIGPIPE, so only tar's
+	# status and the files count.
 	set +o pipefail
-	dpkg-deb --fsys-tarfile "$deb" 2>/dev/null | tar -x --occurrence=1 -C "$DIR/root" ./usr/include/cuda.h
+	dpkg-deb --fsys-tarfile "$deb" 2>/dev/null | tar -x --occurrence=1 -C "$DIR/root" ./usr/include/cuda.h ./usr/include/nvrtc.h
 	rc=${PIPESTATUS[1]}
 	set -o pipefail
-	if [ "$rc" -ne 0 ] || [ ! -s "$inc/cuda.h" ]; then
-		log "usr/include/cuda.h not found in $deb (tar exit $rc)"
+	if [ "$rc" -ne 0 ] || [ ! -s "$inc/cuda.h" ] || [ ! -s "$inc/nvrtc.h" ]; then
+		log "usr/include/cuda.h or nvrtc.h not found in $deb (tar exit $rc)"
 		exit 1
 	fi
 	# Anything else cuda.h includes must come from the C library, not the package.

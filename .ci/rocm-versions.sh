@@ -10,7 +10,10 @@
 # cmd/gpumem. For each suite (.ci/rocm-fetch.sh fetches it):
 # - the ABI test (hip's TestABIAgainstHeaders) compiles with gcc, against
 #   that version's hip_runtime_api.h, a C program generated from the layouts
-#   and constants the backend uses for that version, and compares;
+#   and constants the backend uses for that version, and compares; it also
+#   compares the argument words of every row of the driver table (HIP
+#   column) and of the RTC table with the prototypes hip_runtime_api.h and
+#   hip/hiprtc.h declare;
 # - `gpumem symbols --backend hip --json` loads the suite's runtime through
 #   the suite's own ld.so and C library, and must resolve every required
 #   symbol, report that version and the layouts and constants ABI gives.
@@ -30,7 +33,7 @@ log() { echo "rocm-versions: $*" >&2; }
 check() { # name include library ld.so libpath
 	local name=$1 inc=$2 lib=$3 ld=$4 libpath=$5 out
 	log "$name: headers $inc"
-	GPUMEM_TEST_HIP_INCLUDE=$inc CGO_ENABLED=0 go test -count=1 -run '^TestABIAgainstHeaders$' -v ./hip | grep -E 'HIP headers|^(ok|FAIL|---)' >&2
+	GPUMEM_TEST_HIP_INCLUDE=$inc CGO_ENABLED=0 go test -count=1 -run '^TestABIAgainstHeaders$' -v ./hip | grep -E 'HIP headers|hip_runtime_api\.h|hiprtc\.h|^(ok|FAIL|---)' >&2
 	log "$name: runtime $lib"
 	if [ -n "$ld" ]; then
 		out=$("$ld" --library-path "$libpath" "$GPUMEM" symbols --backend hip --library "$lib" --json)

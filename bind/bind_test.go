@@ -28,12 +28,12 @@ const (
 
 func libcTable() *bind.Table {
 	return bind.NewTable("libc",
-		bind.Func{Op: "Strlen", Symbol: bind.Symbols("strlen", "strlen"), Args: 1, Required: bind.Both},
-		bind.Func{Op: "Abs", Symbol: bind.Symbols("labs", "labs"), Args: 1, Required: bind.Both, Notes: "stands in for a status-returning call"},
-		bind.Func{Op: "Strerror", Symbol: bind.Symbols("strerror", "strerror"), Args: 1},
+		bind.Func{Op: "Strlen", Symbol: bind.Symbols("strlen", "strlen"), Args: bind.Args(1), Required: bind.Both},
+		bind.Func{Op: "Abs", Symbol: bind.Symbols("labs", "labs"), Args: bind.Args(1), Required: bind.Both, Notes: "stands in for a status-returning call"},
+		bind.Func{Op: "Strerror", Symbol: bind.Symbols("strerror", "strerror"), Args: bind.Args(1)},
 		bind.Func{Op: "Snprintf", Symbol: bind.Symbols("snprintf", "snprintf"), Notes: "variadic: argument count unchecked"},
-		bind.Func{Op: "Missing", Symbol: bind.Symbols("gpumem_no_such_function", "gpumem_no_such_function"), Args: 2},
-		bind.Func{Op: "HIPOnly", Symbol: bind.Symbols("", "strlen"), Args: 1},
+		bind.Func{Op: "Missing", Symbol: bind.Symbols("gpumem_no_such_function", "gpumem_no_such_function"), Args: bind.Args(2)},
+		bind.Func{Op: "HIPOnly", Symbol: bind.Symbols("", "strlen"), Args: bind.Args(1)},
 	)
 }
 
@@ -162,8 +162,8 @@ func TestOpenErrors(t *testing.T) {
 	open(t)
 	lib := libc()
 	lib.Table = bind.NewTable("libc", append(libcTable().Rows,
-		bind.Func{Op: "Needed", Symbol: bind.Symbols("gpumem_needed_a", "x"), Args: 1, Required: bind.Both},
-		bind.Func{Op: "Needed2", Symbol: bind.Symbols("gpumem_needed_b", "x"), Args: 1, Required: bind.CUDAOnly})...)
+		bind.Func{Op: "Needed", Symbol: bind.Symbols("gpumem_needed_a", "x"), Args: bind.Args(1), Required: bind.Both},
+		bind.Func{Op: "Needed2", Symbol: bind.Symbols("gpumem_needed_b", "x"), Args: bind.Args(1), Required: bind.CUDAOnly})...)
 	_, err := bind.Open(lib, bind.CUDA)
 	var ms *gpumem.MissingSymbolsError
 	if !errors.As(err, &ms) || len(ms.Symbols) != 2 || ms.Symbols[0] != "gpumem_needed_a" || ms.Symbols[1] != "gpumem_needed_b" || ms.Backend != "libc" {
@@ -203,9 +203,11 @@ func TestOpenErrors(t *testing.T) {
 	if _, err := bind.Open(bad, bind.CUDA); !errors.Is(err, gpumem.ErrInvalidValue) {
 		t.Errorf("misnumbered table: %v", err)
 	}
-	bad.Table = bind.NewTable("x", bind.Func{Op: "X", Args: bind.MaxArgs + 1})
-	if _, err := bind.Open(bad, bind.CUDA); !errors.Is(err, gpumem.ErrInvalidValue) {
-		t.Errorf("too wide a row: %v", err)
+	for _, a := range []bind.Arity{bind.Args(bind.MaxArgs + 1), bind.ArgsPer(1, bind.MaxArgs+1), {bind.NoArgs - 1, 1}} {
+		bad.Table = bind.NewTable("x", bind.Func{Op: "X", Args: a})
+		if _, err := bind.Open(bad, bind.CUDA); !errors.Is(err, gpumem.ErrInvalidValue) {
+			t.Errorf("row of argument words %v: %v", a, err)
+		}
 	}
 	bad.Table = nil
 	if _, err := bind.Open(bad, bind.CUDA); err == nil {
@@ -338,5 +340,63 @@ func TestRegistry(t *testing.T) {
 	}
 	if _, err := (bind.Binding{Name: "none"}).Resolve(bind.HIP); !errors.Is(err, gpumem.ErrNotSupported) {
 		t.Errorf("empty binding: %v", err)
+	}
+}
+
+// Args is per vendor: each vendor's calls are checked against its own
+// count; Args(0) declares a function of no arguments, the zero Arity
+// nothing.
+func TestArity(t *testing.T) {
+	const (
+		opGetpid bind.Op = iota
+		opPerVendor
+		opUnchecked
+	)
+	lib := libc()
+	lib.Env = ""
+	lib.Files = [bind.NumVendors][]string{{"libc.so.6"}, {"libc.so.6"}}
+	lib.Table = bind.NewTable("arity",
+		bind.Func{Op: "Getpid", Symbol: bind.Symbols("getpid", "getpid"), Args: bind.Args(0)},
+		bind.Func{Op: "Strlen", Symbol: bind.Symbols("strlen", "strlen"), Args: bind.ArgsPer(1, 2), Notes: "HIP's declares a second word strlen ignores"},
+		bind.Func{Op: "Labs", Symbol: bind.Symbols("labs", "labs")},
+	)
+	s := []byte("arity\x00")
+	p := uintptr(unsafe.Pointer(&s[0]))
+	for _, tc := range []struct {
+		v          bind.Vendor
+		ok, refuse []uintptr
+	}{
+		{bind.CUDA, []uintptr{p}, []uintptr{p, 0}},
+		{bind.HIP, []uintptr{p, 0}, []uintptr{p}},
+	} {
+		l, err := bind.Open(lib, tc.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := l.Call(opPerVendor, tc.ok...); err != nil || n != 5 {
+			t.Errorf("%s: strlen with %d words = %d, %v", tc.v, len(tc.ok), n, err)
+		}
+		if _, err := l.Call(opPerVendor, tc.refuse...); !errors.Is(err, gpumem.ErrInvalidValue) || !strings.Contains(err.Error(), "strlen takes") {
+			t.Errorf("%s: strlen with %d words: %v", tc.v, len(tc.refuse), err)
+		}
+		if pid, err := l.Call(opGetpid); err != nil || int(int32(pid)) != syscall.Getpid() {
+			t.Errorf("%s: getpid() = %d, %v", tc.v, pid, err)
+		}
+		if _, err := l.Call(opGetpid, 0); !errors.Is(err, gpumem.ErrInvalidValue) || !strings.Contains(err.Error(), "getpid takes 0 arguments, called with 1") {
+			t.Errorf("%s: getpid(0): %v", tc.v, err)
+		}
+		for _, args := range [][]uintptr{{1}, {1, 2, 3}} {
+			if _, err := l.Call(opUnchecked, args...); err != nil {
+				t.Errorf("%s: undeclared row refused %d words: %v", tc.v, len(args), err)
+			}
+		}
+		l.Close()
+	}
+	runtime.KeepAlive(s)
+	if got := bind.ArgsPer(3, 0); got != (bind.Arity{3, bind.NoArgs}) || got.String() != "cuda 3, hip none" || bind.Args(2).String() != "2" {
+		t.Errorf("ArgsPer(3, 0) = %v (%s)", [2]int(got), got)
+	}
+	if n, ok := (bind.Arity{}).Words(bind.CUDA); ok || n != 0 {
+		t.Errorf("the zero Arity declares %d, %v", n, ok)
 	}
 }

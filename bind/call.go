@@ -13,7 +13,8 @@ import (
 // the upper half undefined, so read it as int32(r)). err is set only when
 // no call was made: the library is closed, op is not a row, the function
 // did not resolve (matching gpumem.ErrNotSupported) or len(args) is not the
-// row's Args (matching gpumem.ErrInvalidValue). It allocates nothing when
+// number of words the row's Args declares for the vendor (matching
+// gpumem.ErrInvalidValue). It allocates nothing when
 // the call is made.
 //
 //go:nosplit
@@ -124,7 +125,14 @@ func (l *Lib) target(op Op, n int) (uintptr, int) {
 	if fn == 0 {
 		return 0, refuseMissing
 	}
-	if n > MaxArgs || (l.lib.Table.Rows[op].Args != 0 && n != l.lib.Table.Rows[op].Args) {
+	// The row's Arity, read inline: 0 is undeclared, NoArgs is none.
+	want := l.lib.Table.Rows[op].Args[l.vendor]
+	if want == NoArgs {
+		want = 0
+	} else if want == 0 {
+		want = n
+	}
+	if n > MaxArgs || n != want {
 		return 0, refuseArgs
 	}
 	return fn, refuseNone
@@ -151,7 +159,8 @@ func (l *Lib) refuse(op Op, n, why int) error {
 	if n > MaxArgs {
 		return fmt.Errorf("gpumem: %s: %s: %d arguments; at most %d can be passed: %w", l.lib.Name, r.Symbol[l.vendor], n, MaxArgs, gpumem.ErrInvalidValue)
 	}
-	return fmt.Errorf("gpumem: %s: %s takes %d arguments, called with %d: %w", l.lib.Name, r.Symbol[l.vendor], r.Args, n, gpumem.ErrInvalidValue)
+	want, _ := r.Args.Words(l.vendor)
+	return fmt.Errorf("gpumem: %s: %s takes %d arguments, called with %d: %w", l.lib.Name, r.Symbol[l.vendor], want, n, gpumem.ErrInvalidValue)
 }
 
 // Err turns status code of row op into an error: nil for the library's

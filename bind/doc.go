@@ -9,12 +9,17 @@
 // and calls the functions by their row.
 //
 //	var cuUUID = bind.NewTable("uuid",
-//		bind.Func{Op: "DeviceUUID", Symbol: bind.Symbols("cuDeviceGetUuid_v2", "hipDeviceGetUuid"), Args: 2, Required: bind.Both},
+//		bind.Func{Op: "DeviceUUID", Symbol: bind.Symbols("cuDeviceGetUuid_v2", "hipDeviceGetUuid"), Args: bind.Args(2), Required: bind.Both},
 //	)
 //
 // A row is a Func: the operation's name, the symbol for CUDA and for HIP
 // (empty where the vendor has no such function), the number of argument
-// words, whether the library is useless without it (Required) and notes.
+// words each takes (Args), whether the library is useless without it
+// (Required) and notes. Args is per vendor, because the dialects do not
+// always agree: bind.Args(n) declares n words for both, bind.ArgsPer(3, 4)
+// three for CUDA and four for HIP (cuMemcpy and hipMemcpy, whose copy kind
+// CUDA lacks), bind.Args(0) a function of no arguments; a Func without Args
+// is not checked (a variadic function).
 // gpumem's own tables (the driver's, the run-time compilers', BLAS,
 // collectives and telemetry) are tables of this type.
 //

@@ -22,7 +22,7 @@ func Example() {
 		Files: [bind.NumVendors][]string{bind.CUDA: {"libcuda.so.1"}, bind.HIP: {"libamdhip64.so"}},
 		Env:   "GPUMEM_CUDA_LIBRARY",
 		Table: bind.NewTable("uuid",
-			bind.Func{Op: "DeviceUUID", Symbol: bind.Symbols("cuDeviceGetUuid_v2", "hipDeviceGetUuid"), Args: 2, Required: bind.Both,
+			bind.Func{Op: "DeviceUUID", Symbol: bind.Symbols("cuDeviceGetUuid_v2", "hipDeviceGetUuid"), Args: bind.Args(2), Required: bind.Both,
 				Notes: "CUuuid / hipUUID: 16 bytes; the device handle is the ordinal on both for device 0"},
 		),
 	}
@@ -56,7 +56,7 @@ func ExampleLib_Call() {
 		Name:  "libc",
 		Files: [bind.NumVendors][]string{bind.CUDA: {"libc.so.6"}, bind.HIP: {"libc.so.6"}},
 		Table: bind.NewTable("libc",
-			bind.Func{Op: "Strlen", Symbol: bind.Symbols("strlen", "strlen"), Args: 1, Required: bind.Both}),
+			bind.Func{Op: "Strlen", Symbol: bind.Symbols("strlen", "strlen"), Args: bind.Args(1), Required: bind.Both}),
 	}
 	l, err := bind.Open(lib, bind.CUDA)
 	if err != nil {

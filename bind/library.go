@@ -32,6 +32,27 @@ type Op = symtab.Op
 // rows (ID). ABI is used by the CUDA driver's table only.
 type Func = symtab.Row
 
+// Arity is a Func's Args column: how many argument words each vendor's
+// function takes. Build it with Args or ArgsPer; the zero Arity declares
+// nothing, and calls are then not checked (a variadic function).
+//
+// Each element is 0 (not declared), NoArgs (a function of no arguments)
+// or the count of words. A vendor without a symbol is never checked.
+type Arity = symtab.Arity
+
+// NoArgs is the Arity element of a function of no arguments, f(void).
+const NoArgs = symtab.NoArgs
+
+// Args declares a function that takes n argument words for every vendor:
+// Func{..., Args: bind.Args(2)}. Args(0) declares a function of no
+// arguments.
+func Args(n int) Arity { return symtab.Args(n) }
+
+// ArgsPer declares a function whose vendors take different numbers of
+// argument words (hipMemcpy takes a copy kind that cuMemcpy does not:
+// ArgsPer(3, 4)). 0 declares a function of no arguments.
+func ArgsPer(cuda, hip int) Arity { return symtab.ArgsPer(cuda, hip) }
+
 // Table is a library's functions as data, one Func per row, indexed by Op.
 type Table = symtab.Table
 
@@ -228,8 +249,8 @@ func (lib *Library) validate(v Vendor) error {
 		if r.ID != Op(i) {
 			return fmt.Errorf("gpumem: bind: %s: row %d (%s) has id %d (build tables with NewTable): %w", lib.Name, i, r.Op, r.ID, gpumem.ErrInvalidValue)
 		}
-		if r.Args < 0 || r.Args > MaxArgs {
-			return fmt.Errorf("gpumem: bind: %s: %s takes %d arguments; at most %d can be passed: %w", lib.Name, r.Op, r.Args, MaxArgs, gpumem.ErrInvalidValue)
+		if !r.Args.Valid(MaxArgs) {
+			return fmt.Errorf("gpumem: bind: %s: %s: argument words %v: each vendor's must be 0 (undeclared), NoArgs or 1 to %d (build them with Args or ArgsPer): %w", lib.Name, r.Op, [NumVendors]int(r.Args), MaxArgs, gpumem.ErrInvalidValue)
 		}
 	}
 	if len(lib.Files[v]) == 0 && lib.Env == "" {

@@ -33,7 +33,7 @@ func Resolve(lib *Library, v Vendor, opts ...Option) (gpumem.SymbolReport, error
 		if r.Symbol[v] == "" {
 			continue
 		}
-		row := gpumem.SymbolRow{Name: r.Op, Symbol: r.Symbol[v], Resolved: l.fns[i] != 0, Required: r.Required[v], Notes: r.Notes}
+		row := gpumem.SymbolRow{Name: r.Op, Symbol: r.Symbol[v], Resolved: l.fns[i] != 0, Required: r.Required[v], Args: r.Args.Ref(v), Notes: r.Notes}
 		if row.Required && !row.Resolved {
 			rep.MissingRequired++
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/symtab"
 	"github.com/gpumem/gpumem/internal/symtab/abitest"
 )
 
@@ -17,7 +18,10 @@ import (
 // GPUMEM_TEST_CUDA_INCLUDE (extracted from Debian's nvidia-cuda-dev by
 // .ci/cuda-header.sh), a C program generated from ABI(v) for the header's
 // CUDA_VERSION v, and checks that the compiler agrees with every layout and
-// constant the backend uses for that version.
+// constant the backend uses for that version. It also checks the argument
+// words (Args) of the driver table's CUDA column against the prototypes
+// cuda.h declares, and of the RTC table's against nvrtc.h when the
+// directory has it.
 func TestABIAgainstCUDAHeader(t *testing.T) {
 	inc := os.Getenv("GPUMEM_TEST_CUDA_INCLUDE")
 	if inc == "" {
@@ -36,6 +40,12 @@ func TestABIAgainstCUDAHeader(t *testing.T) {
 	bad := abitest.Compare(t, "cuda.h", got, layouts, consts)
 	t.Logf("cuda.h CUDA_VERSION %d (%s): %d layouts and %d constants compared, %d differ",
 		v, FormatVersion(v), len(layouts), len(consts), bad)
+	abitest.CheckTable(t, gcc, inc, "#include <cuda.h>\n", "cuda.h", &symtab.Driver, symtab.CUDA)
+	if _, err := os.Stat(filepath.Join(inc, "nvrtc.h")); err == nil {
+		abitest.CheckTable(t, gcc, inc, "#include <nvrtc.h>\n", "nvrtc.h", &symtab.RTC, symtab.CUDA)
+	} else {
+		t.Logf("cuda.h: no nvrtc.h beside it: the NVRTC table's argument words are not checked")
+	}
 }
 
 // TestABIVersions: the entries cuda.h gained after 11.8 are absent from

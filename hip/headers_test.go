@@ -18,7 +18,10 @@ import (
 // GPUMEM_TEST_HIP_INCLUDE (provisioned by .ci/vendor-libs.sh; .ci/rocm-versions.sh
 // runs it once per ROCm version), a C program generated from ABI(v) for the
 // headers' version v, and checks that the compiler agrees with every layout
-// and constant the backend uses for that version.
+// and constant the backend uses for that version. It also checks the
+// argument words (Args) of the driver table's HIP column against the
+// prototypes hip_runtime_api.h declares, and of the RTC table's against
+// hip/hiprtc.h when the headers have it.
 func TestABIAgainstHeaders(t *testing.T) {
 	inc := os.Getenv("GPUMEM_TEST_HIP_INCLUDE")
 	gcc, gccErr := exec.LookPath("gcc")
@@ -33,10 +36,21 @@ func TestABIAgainstHeaders(t *testing.T) {
 	}
 	v := headerVersion(t, inc)
 	layouts, consts := ABI(v)
-	got := abitest.Compile(t, gcc, inc, "#define __HIP_PLATFORM_AMD__ 1\n#include <hip/hip_runtime_api.h>\n", layouts, consts)
+	got := abitest.Compile(t, gcc, inc, hipPrelude, layouts, consts)
 	t.Logf("HIP headers %s (%d): %d layouts, %d constants", FormatVersion(v), v, len(layouts), len(consts))
 	abitest.Compare(t, "headers", got, layouts, consts)
+	abitest.CheckTable(t, gcc, inc, hipPrelude, "hip_runtime_api.h", &symtab.Driver, symtab.HIP)
+	if _, err := os.Stat(filepath.Join(inc, "hip", "hiprtc.h")); err == nil {
+		// hipRuntimeGetVersion, the RTC table's one runtime function, is
+		// declared in hip_runtime_api.h.
+		abitest.CheckTable(t, gcc, inc, hipPrelude+"#include <hip/hiprtc.h>\n", "hiprtc.h", &symtab.RTC, symtab.HIP)
+	} else {
+		t.Logf("HIP headers: no hip/hiprtc.h: the hipRTC table's argument words are not checked")
+	}
 }
+
+// hipPrelude includes the HIP runtime's C API for AMD.
+const hipPrelude = "#define __HIP_PLATFORM_AMD__ 1\n#include <hip/hip_runtime_api.h>\n"
 
 func headerVersion(t *testing.T, inc string) int {
 	b, err := os.ReadFile(filepath.Join(inc, "hip", "hip_version.h"))

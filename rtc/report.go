@@ -38,7 +38,7 @@ func Symbols(backend, library string, opts ...Option) (gpumem.SymbolReport, erro
 		}
 	}
 	for _, r := range symtab.RTC.Column(v) {
-		row := gpumem.SymbolRow{Name: r.Op, Symbol: r.Symbol[v], Resolved: c.fns[r.ID] != 0, Required: r.Required[v], Notes: r.Notes}
+		row := gpumem.SymbolRow{Name: r.Op, Symbol: r.Symbol[v], Resolved: c.fns[r.ID] != 0, Required: r.Required[v], Args: r.Args.Ref(v), Notes: r.Notes}
 		if row.Required && !row.Resolved {
 			rep.MissingRequired++
 		}

@@ -47,11 +47,17 @@ func (b *Backend) errorFor(sym string, code int) error {
 }
 
 // Raw calls op directly, without making a device current (Open-time and
-// device-less calls that need no context).
+// device-less calls that need no context). The number of arguments must
+// be the row's Args for the vendor (at most six): a wrong count is an
+// error matching gpumem.ErrInvalidValue, and nothing is called.
 func (b *Backend) Raw(op symtab.Op, a ...uintptr) (uintptr, error) {
 	fn := b.fns[op]
 	if fn == 0 {
 		return 0, b.notSupported(op)
+	}
+	if n, ok := symtab.Driver.Rows[op].Args.Words(b.d.Vendor); (ok && n != len(a)) || len(a) > 6 {
+		return 0, fmt.Errorf("gpumem: %s: %s takes %v arguments, called with %d (at most 6 here): %w",
+			b.d.Name, symtab.Driver.Rows[op].Symbol[b.d.Vendor], symtab.Driver.Rows[op].Args, len(a), gpumem.ErrInvalidValue)
 	}
 	var r uintptr
 	switch len(a) {

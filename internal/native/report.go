@@ -10,7 +10,7 @@ import (
 func Table(v symtab.Vendor) []gpumem.SymbolRow {
 	var out []gpumem.SymbolRow
 	for _, r := range symtab.Driver.Column(v) {
-		out = append(out, gpumem.SymbolRow{Name: r.Op, Symbol: r.Symbol[v], Required: r.Required[v], Notes: r.Notes})
+		out = append(out, gpumem.SymbolRow{Name: r.Op, Symbol: r.Symbol[v], Required: r.Required[v], Args: r.Args.Ref(v), Notes: r.Notes})
 	}
 	return out
 }
@@ -29,7 +29,7 @@ func Report(d *Dialect, load Loader, library string, prepare func(b *Backend) st
 		rep.Version = prepare(b)
 	}
 	for _, r := range symtab.Driver.Column(d.Vendor) {
-		row := gpumem.SymbolRow{Name: r.Op, Symbol: r.Symbol[d.Vendor], Resolved: b.fns[r.ID] != 0, Required: r.Required[d.Vendor], Notes: r.Notes}
+		row := gpumem.SymbolRow{Name: r.Op, Symbol: r.Symbol[d.Vendor], Resolved: b.fns[r.ID] != 0, Required: r.Required[d.Vendor], Args: r.Args.Ref(d.Vendor), Notes: r.Notes}
 		if row.Required && !row.Resolved {
 			rep.MissingRequired++
 		}

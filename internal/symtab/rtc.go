@@ -30,6 +30,10 @@ package symtab
 //
 // hipRTC's code is a code object (an ELF shared object for amdgcn), read
 // with hiprtcGetCodeSize/hiprtcGetCode in the rows where NVRTC reads PTX.
+//
+// Every row's argument words (Args) are the same for both vendors; the
+// header tests check them against nvrtc.h (CUDA 11.8, 12.5) and
+// hip/hiprtc.h (ROCm 5.2 to 7.2).
 
 // Operation ids of the RTC table, in table order.
 const (
@@ -61,29 +65,29 @@ var RTCTableNames = [NumVendors]string{CUDA: "nvrtc", HIP: "hiprtc"}
 // hipRTC's for HIP.
 var RTC = Table{Name: "rtc", Rows: rtcRows[:]}
 
-func rtcRow(id Op, op, nv string, nvVer int, hip string, req int, notes string) Row {
-	return row(id, op, nv, nvVer, hip, req, notes)
+func rtcRow(id Op, op, nv string, nvVer int, hip string, req int, args Arity, notes string) Row {
+	return row(id, op, nv, nvVer, hip, req, args, notes)
 }
 
 // rtcRows is RTC's rows, indexed by the RTC op ids. ABI is NVRTC's version
 // (1000*major+10*minor) that introduced the signature.
 var rtcRows = [NumRTCOps]Row{
-	rtcRow(RTCGetErrorString, "ErrorString", "nvrtcGetErrorString", 7000, "hiprtcGetErrorString", both, "static strings; the error messages name the code with it"),
-	rtcRow(RTCVersion, "Version", "nvrtcVersion", 7000, "hiprtcVersion", both, "int major, int minor: the compiler version the cache key and the target table use"),
-	rtcRow(RTCGetNumSupportedArchs, "NumSupportedArchs", "nvrtcGetNumSupportedArchs", 11020, "", none, "NVRTC 11.2+: how many archs GetSupportedArchs writes"),
-	rtcRow(RTCGetSupportedArchs, "SupportedArchs", "nvrtcGetSupportedArchs", 11020, "", none, "NVRTC 11.2+: the archs (75, 80, 90...) this NVRTC accepts; else the targets table by version"),
-	rtcRow(RTCCreateProgram, "CreateProgram", "nvrtcCreateProgram", 7000, "hiprtcCreateProgram", both, "source and name NUL-terminated; no headers passed (the dialect header is prepended)"),
-	rtcRow(RTCDestroyProgram, "DestroyProgram", "nvrtcDestroyProgram", 7000, "hiprtcDestroyProgram", both, "takes the program's address"),
-	rtcRow(RTCCompileProgram, "CompileProgram", "nvrtcCompileProgram", 7000, "hiprtcCompileProgram", both, "options as an array of NUL-terminated strings; status 6 is a compile error"),
-	rtcRow(RTCGetProgramLogSize, "ProgramLogSize", "nvrtcGetProgramLogSize", 7000, "hiprtcGetProgramLogSize", both, "size includes the NUL"),
-	rtcRow(RTCGetProgramLog, "ProgramLog", "nvrtcGetProgramLog", 7000, "hiprtcGetProgramLog", both, ""),
-	rtcRow(RTCGetCodeSize, "CodeSize", "nvrtcGetPTXSize", 7000, "hiprtcGetCodeSize", both, "NVRTC: PTX with its NUL; hipRTC: the code object"),
-	rtcRow(RTCGetCode, "Code", "nvrtcGetPTX", 7000, "hiprtcGetCode", both, "NVRTC: PTX (compiled for compute_XX); hipRTC: the code object"),
-	rtcRow(RTCGetCUBINSize, "CUBINSize", "nvrtcGetCUBINSize", 11010, "", none, "NVRTC 11.1+: a cubin when compiled for sm_XX (Request.Binary)"),
-	rtcRow(RTCGetCUBIN, "CUBIN", "nvrtcGetCUBIN", 11010, "", none, "NVRTC 11.1+"),
-	rtcRow(RTCAddNameExpression, "AddNameExpression", "nvrtcAddNameExpression", 8000, "hiprtcAddNameExpression", both, "before compiling: templated kernels to instantiate"),
-	rtcRow(RTCGetLoweredName, "LoweredName", "nvrtcGetLoweredName", 8000, "hiprtcGetLoweredName", both, "after compiling: the mangled name, owned by the program (copied before Destroy)"),
-	rtcRow(RTCRuntimeVersion, "RuntimeVersion", "", 0, "hipRuntimeGetVersion", none, "ROCm 5, where hipRTC is inside libamdhip64: hiprtcVersion answers 9.0 there, the runtime's 50221153 names the release the targets table needs"),
+	rtcRow(RTCGetErrorString, "ErrorString", "nvrtcGetErrorString", 7000, "hiprtcGetErrorString", both, Args(1), "static strings; the error messages name the code with it"),
+	rtcRow(RTCVersion, "Version", "nvrtcVersion", 7000, "hiprtcVersion", both, Args(2), "int major, int minor: the compiler version the cache key and the target table use"),
+	rtcRow(RTCGetNumSupportedArchs, "NumSupportedArchs", "nvrtcGetNumSupportedArchs", 11020, "", none, Args(1), "NVRTC 11.2+: how many archs GetSupportedArchs writes"),
+	rtcRow(RTCGetSupportedArchs, "SupportedArchs", "nvrtcGetSupportedArchs", 11020, "", none, Args(1), "NVRTC 11.2+: the archs (75, 80, 90...) this NVRTC accepts; else the targets table by version"),
+	rtcRow(RTCCreateProgram, "CreateProgram", "nvrtcCreateProgram", 7000, "hiprtcCreateProgram", both, Args(6), "source and name NUL-terminated; no headers passed (the dialect header is prepended)"),
+	rtcRow(RTCDestroyProgram, "DestroyProgram", "nvrtcDestroyProgram", 7000, "hiprtcDestroyProgram", both, Args(1), "takes the program's address"),
+	rtcRow(RTCCompileProgram, "CompileProgram", "nvrtcCompileProgram", 7000, "hiprtcCompileProgram", both, Args(3), "options as an array of NUL-terminated strings; status 6 is a compile error"),
+	rtcRow(RTCGetProgramLogSize, "ProgramLogSize", "nvrtcGetProgramLogSize", 7000, "hiprtcGetProgramLogSize", both, Args(2), "size includes the NUL"),
+	rtcRow(RTCGetProgramLog, "ProgramLog", "nvrtcGetProgramLog", 7000, "hiprtcGetProgramLog", both, Args(2), ""),
+	rtcRow(RTCGetCodeSize, "CodeSize", "nvrtcGetPTXSize", 7000, "hiprtcGetCodeSize", both, Args(2), "NVRTC: PTX with its NUL; hipRTC: the code object"),
+	rtcRow(RTCGetCode, "Code", "nvrtcGetPTX", 7000, "hiprtcGetCode", both, Args(2), "NVRTC: PTX (compiled for compute_XX); hipRTC: the code object"),
+	rtcRow(RTCGetCUBINSize, "CUBINSize", "nvrtcGetCUBINSize", 11010, "", none, Args(2), "NVRTC 11.1+: a cubin when compiled for sm_XX (Request.Binary)"),
+	rtcRow(RTCGetCUBIN, "CUBIN", "nvrtcGetCUBIN", 11010, "", none, Args(2), "NVRTC 11.1+"),
+	rtcRow(RTCAddNameExpression, "AddNameExpression", "nvrtcAddNameExpression", 8000, "hiprtcAddNameExpression", both, Args(2), "before compiling: templated kernels to instantiate"),
+	rtcRow(RTCGetLoweredName, "LoweredName", "nvrtcGetLoweredName", 8000, "hiprtcGetLoweredName", both, Args(3), "after compiling: the mangled name, owned by the program (copied before Destroy)"),
+	rtcRow(RTCRuntimeVersion, "RuntimeVersion", "", 0, "hipRuntimeGetVersion", none, Args(1), "ROCm 5, where hipRTC is inside libamdhip64: hiprtcVersion answers 9.0 there, the runtime's 50221153 names the release the targets table needs"),
 }
 
 // RTC result codes, shared by nvrtcResult and hiprtcResult.

@@ -20,6 +20,12 @@
 //     it, when the library lacks it. A missing optional symbol makes only its
 //     operation fail with an error matching gpumem.ErrNotSupported.
 //   - ABI[v]: the library version whose signature the project calls.
+//   - Args[v]: the number of argument words that signature takes, an
+//     Arity: 0 where the table does not declare it, NoArgs for a function
+//     of no arguments (cuCtxSynchronize), else the count. It is per vendor
+//     because the dialects differ (hipMemcpy takes a copy kind cuMemcpy
+//     lacks); the rows whose vendors differ say so in their notes. Build
+//     it with Args(n) (Args(0) is f(void)) or ArgsPer(cuda, hip).
 //
 // An empty symbol means the function does not exist for that vendor (the
 // backend reports ErrNotSupported, or has no need of it). A few rows have no
@@ -80,10 +86,12 @@ type Row struct {
 	// calls, in the vendor's numbering (CUDA: 1000*major+10*minor, asked of
 	// cuGetProcAddress); 0 where it does not matter.
 	ABI [NumVendors]int
-	// Args is the number of argument words the C function takes (the
-	// same for every vendor); 0 where the table does not say. Calls
-	// through the public binding package are checked against it.
-	Args  int
+	// Args is the number of argument words each vendor's function takes
+	// (see Arity: 0 undeclared, NoArgs for f(void)); build it with Args
+	// or ArgsPer. Calls through the public binding package are checked
+	// against it, and the header tests check it against the vendors'
+	// prototypes.
+	Args  Arity
 	Notes string
 }
 
@@ -254,9 +262,16 @@ const (
 	cudaOnly        // required for CUDA, absent or optional for HIP
 )
 
-func row(id Op, op, cuda string, ver int, hip string, req int, notes string) Row {
-	r := Row{ID: id, Op: op, Notes: notes}
+// row builds a row of the driver table; a vendor without a symbol gets no
+// argument count.
+func row(id Op, op, cuda string, ver int, hip string, req int, args Arity, notes string) Row {
+	r := Row{ID: id, Op: op, Args: args, Notes: notes}
 	r.Symbol[CUDA], r.Symbol[HIP] = cuda, hip
+	for v := range r.Symbol {
+		if r.Symbol[v] == "" {
+			r.Args[v] = 0
+		}
+	}
 	r.ABI[CUDA] = ver
 	r.Required[CUDA] = req == both || req == cudaOnly
 	r.Required[HIP] = req == both
@@ -267,106 +282,112 @@ func row(id Op, op, cuda string, ver int, hip string, req int, notes string) Row
 // functions of gpumem.Backend, indexed by the op ids above.
 var Driver = Table{Name: "driver", Rows: driverRows[:]}
 
-// driverRows is Driver's rows, indexed by Op.
+// driverRows is Driver's rows, indexed by Op. The argument words are the
+// prototypes' in cuda.h (11.8 and 12.5 for the 12.x-only symbols; a
+// versioned symbol's signature never changes, so they hold for 13.x) and
+// hip_runtime_api.h (ROCm 5.2, 5.7, 6.4 and 7.2); driver's and hip's
+// header tests compare every row with the header they are given. The
+// vendors differ in five rows (ErrorName, Memcpy, MemcpyAsync, Prefetch,
+// OccupancyMaxPotentialBlockSize), whose notes say so.
 var driverRows = [NumOps]Row{
-	row(Init, "Init", "cuInit", 2000, "hipInit", both, "called once at Open with flags 0"),
-	row(DriverGetVersion, "Version", "cuDriverGetVersion", 2020, "hipDriverGetVersion", both, "works without a device"),
-	row(RuntimeGetVersion, "RuntimeVersion", "", 0, "hipRuntimeGetVersion", none, "HIP only"),
-	row(GetErrorName, "ErrorName", "cuGetErrorName", 6000, "hipGetErrorName", both, "names come from the library, cached per code"),
-	row(GetProcAddress, "GetProcAddress", "cuGetProcAddress_v2", 12000, "", none, "CUDA 12+: resolves base names at a chosen ABI version"),
-	row(GetProcAddressV1, "GetProcAddressV1", "cuGetProcAddress", 11030, "", none, "CUDA 11.3-11.8 form without symbolStatus"),
-	row(DeviceGetCount, "DeviceCount", "cuDeviceGetCount", 2000, "hipGetDeviceCount", both, ""),
-	row(DeviceGet, "DeviceGet", "cuDeviceGet", 2000, "", cudaOnly, "CUDA: ordinal to CUdevice"),
-	row(PrimaryCtxRetain, "PrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 7000, "", cudaOnly, "CUDA: each device's primary context, retained at Open"),
-	row(PrimaryCtxRelease, "PrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", 11000, "", cudaOnly, "CUDA: released at Close"),
-	row(SetCurrent, "SetCurrent", "cuCtxSetCurrent", 4000, "hipSetDevice", both, "made current inside every device call, on the same thread"),
-	row(GetCurrent, "GetCurrent", "cuCtxGetCurrent", 4000, "hipGetDevice", none, "benchmarks of the per-call cost"),
-	row(DeviceName, "DeviceName", "cuDeviceGetName", 2000, "hipDeviceGetName", both, ""),
-	row(DeviceAttribute, "DeviceAttribute", "cuDeviceGetAttribute", 2000, "hipDeviceGetAttribute", both, "attribute numbers differ per vendor"),
-	row(MemInfo, "MemInfo", "cuMemGetInfo_v2", 3020, "hipMemGetInfo", both, ""),
-	row(DeviceSynchronize, "DeviceSynchronize", "cuCtxSynchronize", 2000, "hipDeviceSynchronize", both, ""),
-	row(Malloc, "Malloc", "cuMemAlloc_v2", 3020, "hipMalloc", both, ""),
-	row(Free, "Free", "cuMemFree_v2", 3020, "hipFree", both, ""),
-	row(MallocHost, "MallocHost", "cuMemHostAlloc", 2020, "hipHostMalloc", both, "portable pinned memory; device 0's context"),
-	row(FreeHost, "FreeHost", "cuMemFreeHost", 2000, "hipHostFree", both, ""),
-	row(MallocManaged, "MallocManaged", "cuMemAllocManaged", 6000, "hipMallocManaged", both, "attached globally"),
-	row(Advise, "Advise", "cuMemAdvise_v2", 12020, "hipMemAdvise", none, "CUDA 12.2+: CUmemLocation by value, one packed 64-bit register; HIP: device id, -1 host"),
-	row(AdviseLegacy, "AdviseLegacy", "cuMemAdvise", 8000, "", none, "CUDA before 12.2: CUdevice, CU_DEVICE_CPU = -1"),
-	row(Prefetch, "Prefetch", "cuMemPrefetchAsync_v2", 12020, "hipMemPrefetchAsync", none, "CUDA 12.2+: CUmemLocation by value, flags 0"),
-	row(PrefetchLegacy, "PrefetchLegacy", "cuMemPrefetchAsync", 8000, "", none, "CUDA before 12.2: CUdevice, CU_DEVICE_CPU = -1"),
-	row(RangeLocation, "RangeLocation", "cuMemRangeGetAttribute", 8000, "hipMemRangeGetAttribute", none, "int device: -1 host, -2 none"),
-	row(Memcpy, "Memcpy", "cuMemcpy", 4000, "hipMemcpy", both, "unified addresses; HIP passes hipMemcpyDefault"),
-	row(MemcpyAsync, "MemcpyAsync", "cuMemcpyAsync", 4000, "hipMemcpyAsync", both, "unified addresses; HIP passes hipMemcpyDefault"),
-	row(MemcpyPeerAsync, "MemcpyPeerAsync", "cuMemcpyPeerAsync", 4000, "hipMemcpyPeerAsync", none, "CUDA takes contexts, HIP device ordinals"),
-	row(Memset, "Memset", "cuMemsetD8_v2", 3020, "hipMemset", both, ""),
-	row(MemsetAsync, "MemsetAsync", "cuMemsetD8Async", 3020, "hipMemsetAsync", both, ""),
-	row(StreamCreate, "StreamCreate", "cuStreamCreateWithPriority", 5050, "hipStreamCreateWithPriority", both, ""),
-	row(StreamDestroy, "StreamDestroy", "cuStreamDestroy_v2", 4000, "hipStreamDestroy", both, ""),
-	row(StreamSynchronize, "StreamSynchronize", "cuStreamSynchronize", 2000, "hipStreamSynchronize", both, ""),
-	row(StreamQuery, "StreamQuery", "cuStreamQuery", 2000, "hipStreamQuery", both, "NOT_READY (600) means false"),
-	row(StreamWaitEvent, "StreamWaitEvent", "cuStreamWaitEvent", 3020, "hipStreamWaitEvent", both, ""),
-	row(StreamPriorityRange, "StreamPriorityRange", "cuCtxGetStreamPriorityRange", 5050, "hipDeviceGetStreamPriorityRange", none, ""),
-	row(EventCreate, "EventCreate", "cuEventCreate", 2000, "hipEventCreateWithFlags", both, ""),
-	row(EventDestroy, "EventDestroy", "cuEventDestroy_v2", 4000, "hipEventDestroy", both, ""),
-	row(EventRecord, "EventRecord", "cuEventRecord", 2000, "hipEventRecord", both, ""),
-	row(EventQuery, "EventQuery", "cuEventQuery", 2000, "hipEventQuery", both, "NOT_READY (600) means false"),
-	row(EventSynchronize, "EventSynchronize", "cuEventSynchronize", 2000, "hipEventSynchronize", both, ""),
-	row(EventElapsed, "EventElapsed", "cuEventElapsedTime", 2000, "hipEventElapsedTime", none, ""),
-	row(LaunchHostFunc, "LaunchHostFunc", "cuLaunchHostFunc", 10000, "hipLaunchHostFunc", none, "through the process's single callback dispatcher"),
-	row(DefaultMemPool, "DefaultMemPool", "cuDeviceGetDefaultMemPool", 11020, "hipDeviceGetDefaultMemPool", both, ""),
-	row(MemPoolCreate, "MemPoolCreate", "cuMemPoolCreate", 11020, "hipMemPoolCreate", both, "props 88 bytes; maxSize only where the runtime has it"),
-	row(MemPoolDestroy, "MemPoolDestroy", "cuMemPoolDestroy", 11020, "hipMemPoolDestroy", both, ""),
-	row(MemPoolSetAttribute, "MemPoolSetAttribute", "cuMemPoolSetAttribute", 11020, "hipMemPoolSetAttribute", both, "reuse attributes are int, the rest uint64"),
-	row(MemPoolGetAttribute, "MemPoolGetAttribute", "cuMemPoolGetAttribute", 11020, "hipMemPoolGetAttribute", both, ""),
-	row(MemPoolTrimTo, "MemPoolTrimTo", "cuMemPoolTrimTo", 11020, "hipMemPoolTrimTo", both, ""),
-	row(MemPoolSetAccess, "MemPoolSetAccess", "cuMemPoolSetAccess", 11020, "hipMemPoolSetAccess", none, "one 12-byte access descriptor"),
-	row(MemPoolGetAccess, "MemPoolGetAccess", "cuMemPoolGetAccess", 11020, "hipMemPoolGetAccess", none, ""),
-	row(MallocAsync, "MallocAsync", "cuMemAllocAsync", 11020, "hipMallocAsync", both, ""),
-	row(MallocFromPoolAsync, "MallocFromPoolAsync", "cuMemAllocFromPoolAsync", 11020, "hipMallocFromPoolAsync", both, "hot path"),
-	row(FreeAsync, "FreeAsync", "cuMemFreeAsync", 11020, "hipFreeAsync", both, "hot path"),
-	row(StreamBeginCapture, "StreamBeginCapture", "cuStreamBeginCapture_v2", 10010, "hipStreamBeginCapture", none, ""),
-	row(StreamEndCapture, "StreamEndCapture", "cuStreamEndCapture", 10000, "hipStreamEndCapture", none, ""),
-	row(StreamCaptureInfo, "StreamCaptureInfo", "cuStreamGetCaptureInfo_v2", 11030, "hipStreamGetCaptureInfo_v2", none, "dependencies not read"),
-	row(GraphInstantiate, "GraphInstantiate", "cuGraphInstantiateWithFlags", 11040, "hipGraphInstantiateWithFlags", none, "flags 0"),
-	row(GraphLaunch, "GraphLaunch", "cuGraphLaunch", 10000, "hipGraphLaunch", none, ""),
-	row(GraphExecDestroy, "GraphExecDestroy", "cuGraphExecDestroy", 10000, "hipGraphExecDestroy", none, ""),
-	row(GraphDestroy, "GraphDestroy", "cuGraphDestroy", 10000, "hipGraphDestroy", none, ""),
-	row(UserObjectCreate, "UserObjectCreate", "cuUserObjectCreate", 11030, "hipUserObjectCreate", none, "destructor through the callback dispatcher"),
-	row(UserObjectRelease, "UserObjectRelease", "cuUserObjectRelease", 11030, "hipUserObjectRelease", none, ""),
-	row(GraphRetainUserObject, "GraphRetainUserObject", "cuGraphRetainUserObject", 11030, "hipGraphRetainUserObject", none, "move: flags 1"),
-	row(MemGranularity, "MemGranularity", "cuMemGetAllocationGranularity", 10020, "hipMemGetAllocationGranularity", none, "allocation prop 32 bytes"),
-	row(MemAddressReserve, "MemAddressReserve", "cuMemAddressReserve", 10020, "hipMemAddressReserve", none, ""),
-	row(MemAddressFree, "MemAddressFree", "cuMemAddressFree", 10020, "hipMemAddressFree", none, ""),
-	row(MemCreate, "MemCreate", "cuMemCreate", 10020, "hipMemCreate", none, ""),
-	row(MemRelease, "MemRelease", "cuMemRelease", 10020, "hipMemRelease", none, ""),
-	row(MemMap, "MemMap", "cuMemMap", 10020, "hipMemMap", none, ""),
-	row(MemUnmap, "MemUnmap", "cuMemUnmap", 10020, "hipMemUnmap", none, ""),
-	row(MemSetAccess, "MemSetAccess", "cuMemSetAccess", 10020, "hipMemSetAccess", none, ""),
-	row(CanAccessPeer, "CanAccessPeer", "cuDeviceCanAccessPeer", 4000, "hipDeviceCanAccessPeer", none, ""),
-	row(EnablePeerAccess, "EnablePeerAccess", "cuCtxEnablePeerAccess", 4000, "hipDeviceEnablePeerAccess", none, "already enabled is not an error"),
-	row(DisablePeerAccess, "DisablePeerAccess", "cuCtxDisablePeerAccess", 4000, "hipDeviceDisablePeerAccess", none, ""),
-	row(PointerDevice, "PointerDevice", "cuPointerGetAttribute", 4000, "hipPointerGetAttribute", none, "DEVICE_ORDINAL (9 in both): which device's context a synchronous copy or memset runs in"),
-	row(StreamIsCapturing, "StreamCaptureInfo", "cuStreamIsCapturing", 10000, "hipStreamIsCapturing", none, "asked first: the full capture info only when a capture is active"),
-	row(ModuleLoadData, "ModuleLoadData", "cuModuleLoadData", 2000, "hipModuleLoadData", none, "CUDA before 12.0; image copied with a NUL appended (PTX is text)"),
-	row(ModuleUnload, "ModuleUnload", "cuModuleUnload", 2000, "hipModuleUnload", none, ""),
-	row(ModuleGetFunction, "ModuleFunction", "cuModuleGetFunction", 2000, "hipModuleGetFunction", none, "name NUL-terminated"),
-	row(ModuleGetGlobal, "ModuleGlobal", "cuModuleGetGlobal_v2", 3020, "hipModuleGetGlobal", none, "address and size_t size"),
-	row(LibraryLoadData, "LibraryLoadData", "cuLibraryLoadData", 12000, "", none, "CUDA 12.0+: ModuleLoadData through the library API; no options (8 arguments)"),
-	row(LibraryUnload, "LibraryUnload", "cuLibraryUnload", 12000, "", none, "CUDA 12.0+: ModuleUnload"),
-	row(LibraryGetKernel, "LibraryGetKernel", "cuLibraryGetKernel", 12000, "", none, "CUDA 12.0+: ModuleFunction, then KernelGetFunction"),
-	row(KernelGetFunction, "KernelGetFunction", "cuKernelGetFunction", 12000, "", none, "CUDA 12.0+: the CUfunction of the current (device's) context"),
-	row(LibraryGetGlobal, "LibraryGetGlobal", "cuLibraryGetGlobal", 12000, "", none, "CUDA 12.0+: ModuleGlobal in the current context"),
-	row(FuncGetAttribute, "FuncAttribute", "cuFuncGetAttribute", 2020, "hipFuncGetAttribute", none, "CUfunction_attribute / hipFunction_attribute: same numbers 0-8"),
-	row(FuncSetAttribute, "FuncSetMaxDynamicSharedMemory", "cuFuncSetAttribute", 9000, "", none, "HIP: hipFuncSetAttribute takes a host stub, not a hipFunction_t; the backend checks the limit instead"),
-	row(LaunchKernel, "LaunchKernel", "cuLaunchKernel", 4000, "hipModuleLaunchKernel", none, "11 arguments; kernelParams, extra NULL"),
-	row(OccupancyMaxActiveBlocks, "OccupancyMaxActiveBlocks", "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor", none, ""),
-	row(OccupancyMaxPotentialBlockSize, "OccupancyMaxPotentialBlockSize", "cuOccupancyMaxPotentialBlockSize", 6050, "hipModuleOccupancyMaxPotentialBlockSize", none, "CUDA takes a block-size-to-smem callback (NULL) before the smem; HIP does not"),
-	row(DeviceProperties, "DeviceProperties", "", 0, "hipGetDeviceProperties", none, "HIP before 6.0 (the R0000 layout): the device's gcnArchName, a compile target"),
-	row(DevicePropertiesR0600, "DevicePropertiesR0600", "", 0, "hipGetDevicePropertiesR0600", none, "HIP from 6.0 (hipGetDeviceProperties is a macro for it)"),
-	row(Name, "Name", "", 0, "", none, "answered by the backend"),
-	row(Library, "Library", "", 0, "", none, "answered by the backend"),
-	row(Close, "Close", "", 0, "", none, "releases the contexts Open retained"),
-	row(CopyToDevice, "CopyToDevice", "", 0, "", none, "through Memcpy"),
-	row(CopyFromDevice, "CopyFromDevice", "", 0, "", none, "through Memcpy"),
-	row(Launch, "Launch", "", 0, "", none, "the simulator's kernels written in Go"),
+	row(Init, "Init", "cuInit", 2000, "hipInit", both, Args(1), "called once at Open with flags 0"),
+	row(DriverGetVersion, "Version", "cuDriverGetVersion", 2020, "hipDriverGetVersion", both, Args(1), "works without a device"),
+	row(RuntimeGetVersion, "RuntimeVersion", "", 0, "hipRuntimeGetVersion", none, Args(1), "HIP only"),
+	row(GetErrorName, "ErrorName", "cuGetErrorName", 6000, "hipGetErrorName", both, ArgsPer(2, 1), "names come from the library, cached per code. Vendors differ: cuGetErrorName(error, &name) returns a status, 2 words; hipGetErrorName(error) returns the name, 1"),
+	row(GetProcAddress, "GetProcAddress", "cuGetProcAddress_v2", 12000, "", none, Args(5), "CUDA 12+: resolves base names at a chosen ABI version"),
+	row(GetProcAddressV1, "GetProcAddressV1", "cuGetProcAddress", 11030, "", none, Args(4), "CUDA 11.3-11.8 form without symbolStatus"),
+	row(DeviceGetCount, "DeviceCount", "cuDeviceGetCount", 2000, "hipGetDeviceCount", both, Args(1), ""),
+	row(DeviceGet, "DeviceGet", "cuDeviceGet", 2000, "", cudaOnly, Args(2), "CUDA: ordinal to CUdevice"),
+	row(PrimaryCtxRetain, "PrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 7000, "", cudaOnly, Args(2), "CUDA: each device's primary context, retained at Open"),
+	row(PrimaryCtxRelease, "PrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", 11000, "", cudaOnly, Args(1), "CUDA: released at Close"),
+	row(SetCurrent, "SetCurrent", "cuCtxSetCurrent", 4000, "hipSetDevice", both, Args(1), "made current inside every device call, on the same thread"),
+	row(GetCurrent, "GetCurrent", "cuCtxGetCurrent", 4000, "hipGetDevice", none, Args(1), "benchmarks of the per-call cost"),
+	row(DeviceName, "DeviceName", "cuDeviceGetName", 2000, "hipDeviceGetName", both, Args(3), ""),
+	row(DeviceAttribute, "DeviceAttribute", "cuDeviceGetAttribute", 2000, "hipDeviceGetAttribute", both, Args(3), "attribute numbers differ per vendor"),
+	row(MemInfo, "MemInfo", "cuMemGetInfo_v2", 3020, "hipMemGetInfo", both, Args(2), ""),
+	row(DeviceSynchronize, "DeviceSynchronize", "cuCtxSynchronize", 2000, "hipDeviceSynchronize", both, Args(0), ""),
+	row(Malloc, "Malloc", "cuMemAlloc_v2", 3020, "hipMalloc", both, Args(2), ""),
+	row(Free, "Free", "cuMemFree_v2", 3020, "hipFree", both, Args(1), ""),
+	row(MallocHost, "MallocHost", "cuMemHostAlloc", 2020, "hipHostMalloc", both, Args(3), "portable pinned memory; device 0's context"),
+	row(FreeHost, "FreeHost", "cuMemFreeHost", 2000, "hipHostFree", both, Args(1), ""),
+	row(MallocManaged, "MallocManaged", "cuMemAllocManaged", 6000, "hipMallocManaged", both, Args(3), "attached globally"),
+	row(Advise, "Advise", "cuMemAdvise_v2", 12020, "hipMemAdvise", none, Args(4), "CUDA 12.2+: CUmemLocation by value, one packed 64-bit register; HIP: device id, -1 host"),
+	row(AdviseLegacy, "AdviseLegacy", "cuMemAdvise", 8000, "", none, Args(4), "CUDA before 12.2: CUdevice, CU_DEVICE_CPU = -1"),
+	row(Prefetch, "Prefetch", "cuMemPrefetchAsync_v2", 12020, "hipMemPrefetchAsync", none, ArgsPer(5, 4), "CUDA 12.2+: CUmemLocation by value, flags 0. Vendors differ: cuMemPrefetchAsync_v2 takes 5 words (ptr, count, location, flags, stream), hipMemPrefetchAsync 4 (ptr, count, device, stream)"),
+	row(PrefetchLegacy, "PrefetchLegacy", "cuMemPrefetchAsync", 8000, "", none, Args(4), "CUDA before 12.2: CUdevice, CU_DEVICE_CPU = -1"),
+	row(RangeLocation, "RangeLocation", "cuMemRangeGetAttribute", 8000, "hipMemRangeGetAttribute", none, Args(5), "int device: -1 host, -2 none"),
+	row(Memcpy, "Memcpy", "cuMemcpy", 4000, "hipMemcpy", both, ArgsPer(3, 4), "unified addresses. Vendors differ: hipMemcpy takes the copy kind (hipMemcpyDefault) as a 4th word, cuMemcpy 3"),
+	row(MemcpyAsync, "MemcpyAsync", "cuMemcpyAsync", 4000, "hipMemcpyAsync", both, ArgsPer(4, 5), "unified addresses. Vendors differ: hipMemcpyAsync takes the copy kind (hipMemcpyDefault) before the stream, 5 words; cuMemcpyAsync 4"),
+	row(MemcpyPeerAsync, "MemcpyPeerAsync", "cuMemcpyPeerAsync", 4000, "hipMemcpyPeerAsync", none, Args(6), "CUDA takes contexts, HIP device ordinals"),
+	row(Memset, "Memset", "cuMemsetD8_v2", 3020, "hipMemset", both, Args(3), ""),
+	row(MemsetAsync, "MemsetAsync", "cuMemsetD8Async", 3020, "hipMemsetAsync", both, Args(4), ""),
+	row(StreamCreate, "StreamCreate", "cuStreamCreateWithPriority", 5050, "hipStreamCreateWithPriority", both, Args(3), ""),
+	row(StreamDestroy, "StreamDestroy", "cuStreamDestroy_v2", 4000, "hipStreamDestroy", both, Args(1), ""),
+	row(StreamSynchronize, "StreamSynchronize", "cuStreamSynchronize", 2000, "hipStreamSynchronize", both, Args(1), ""),
+	row(StreamQuery, "StreamQuery", "cuStreamQuery", 2000, "hipStreamQuery", both, Args(1), "NOT_READY (600) means false"),
+	row(StreamWaitEvent, "StreamWaitEvent", "cuStreamWaitEvent", 3020, "hipStreamWaitEvent", both, Args(3), ""),
+	row(StreamPriorityRange, "StreamPriorityRange", "cuCtxGetStreamPriorityRange", 5050, "hipDeviceGetStreamPriorityRange", none, Args(2), ""),
+	row(EventCreate, "EventCreate", "cuEventCreate", 2000, "hipEventCreateWithFlags", both, Args(2), ""),
+	row(EventDestroy, "EventDestroy", "cuEventDestroy_v2", 4000, "hipEventDestroy", both, Args(1), ""),
+	row(EventRecord, "EventRecord", "cuEventRecord", 2000, "hipEventRecord", both, Args(2), ""),
+	row(EventQuery, "EventQuery", "cuEventQuery", 2000, "hipEventQuery", both, Args(1), "NOT_READY (600) means false"),
+	row(EventSynchronize, "EventSynchronize", "cuEventSynchronize", 2000, "hipEventSynchronize", both, Args(1), ""),
+	row(EventElapsed, "EventElapsed", "cuEventElapsedTime", 2000, "hipEventElapsedTime", none, Args(3), ""),
+	row(LaunchHostFunc, "LaunchHostFunc", "cuLaunchHostFunc", 10000, "hipLaunchHostFunc", none, Args(3), "through the process's single callback dispatcher"),
+	row(DefaultMemPool, "DefaultMemPool", "cuDeviceGetDefaultMemPool", 11020, "hipDeviceGetDefaultMemPool", both, Args(2), ""),
+	row(MemPoolCreate, "MemPoolCreate", "cuMemPoolCreate", 11020, "hipMemPoolCreate", both, Args(2), "props 88 bytes; maxSize only where the runtime has it"),
+	row(MemPoolDestroy, "MemPoolDestroy", "cuMemPoolDestroy", 11020, "hipMemPoolDestroy", both, Args(1), ""),
+	row(MemPoolSetAttribute, "MemPoolSetAttribute", "cuMemPoolSetAttribute", 11020, "hipMemPoolSetAttribute", both, Args(3), "reuse attributes are int, the rest uint64"),
+	row(MemPoolGetAttribute, "MemPoolGetAttribute", "cuMemPoolGetAttribute", 11020, "hipMemPoolGetAttribute", both, Args(3), ""),
+	row(MemPoolTrimTo, "MemPoolTrimTo", "cuMemPoolTrimTo", 11020, "hipMemPoolTrimTo", both, Args(2), ""),
+	row(MemPoolSetAccess, "MemPoolSetAccess", "cuMemPoolSetAccess", 11020, "hipMemPoolSetAccess", none, Args(3), "one 12-byte access descriptor"),
+	row(MemPoolGetAccess, "MemPoolGetAccess", "cuMemPoolGetAccess", 11020, "hipMemPoolGetAccess", none, Args(3), ""),
+	row(MallocAsync, "MallocAsync", "cuMemAllocAsync", 11020, "hipMallocAsync", both, Args(3), ""),
+	row(MallocFromPoolAsync, "MallocFromPoolAsync", "cuMemAllocFromPoolAsync", 11020, "hipMallocFromPoolAsync", both, Args(4), "hot path"),
+	row(FreeAsync, "FreeAsync", "cuMemFreeAsync", 11020, "hipFreeAsync", both, Args(2), "hot path"),
+	row(StreamBeginCapture, "StreamBeginCapture", "cuStreamBeginCapture_v2", 10010, "hipStreamBeginCapture", none, Args(2), ""),
+	row(StreamEndCapture, "StreamEndCapture", "cuStreamEndCapture", 10000, "hipStreamEndCapture", none, Args(2), ""),
+	row(StreamCaptureInfo, "StreamCaptureInfo", "cuStreamGetCaptureInfo_v2", 11030, "hipStreamGetCaptureInfo_v2", none, Args(6), "dependencies not read"),
+	row(GraphInstantiate, "GraphInstantiate", "cuGraphInstantiateWithFlags", 11040, "hipGraphInstantiateWithFlags", none, Args(3), "flags 0"),
+	row(GraphLaunch, "GraphLaunch", "cuGraphLaunch", 10000, "hipGraphLaunch", none, Args(2), ""),
+	row(GraphExecDestroy, "GraphExecDestroy", "cuGraphExecDestroy", 10000, "hipGraphExecDestroy", none, Args(1), ""),
+	row(GraphDestroy, "GraphDestroy", "cuGraphDestroy", 10000, "hipGraphDestroy", none, Args(1), ""),
+	row(UserObjectCreate, "UserObjectCreate", "cuUserObjectCreate", 11030, "hipUserObjectCreate", none, Args(5), "destructor through the callback dispatcher"),
+	row(UserObjectRelease, "UserObjectRelease", "cuUserObjectRelease", 11030, "hipUserObjectRelease", none, Args(2), ""),
+	row(GraphRetainUserObject, "GraphRetainUserObject", "cuGraphRetainUserObject", 11030, "hipGraphRetainUserObject", none, Args(4), "move: flags 1"),
+	row(MemGranularity, "MemGranularity", "cuMemGetAllocationGranularity", 10020, "hipMemGetAllocationGranularity", none, Args(3), "allocation prop 32 bytes"),
+	row(MemAddressReserve, "MemAddressReserve", "cuMemAddressReserve", 10020, "hipMemAddressReserve", none, Args(5), ""),
+	row(MemAddressFree, "MemAddressFree", "cuMemAddressFree", 10020, "hipMemAddressFree", none, Args(2), ""),
+	row(MemCreate, "MemCreate", "cuMemCreate", 10020, "hipMemCreate", none, Args(4), ""),
+	row(MemRelease, "MemRelease", "cuMemRelease", 10020, "hipMemRelease", none, Args(1), ""),
+	row(MemMap, "MemMap", "cuMemMap", 10020, "hipMemMap", none, Args(5), ""),
+	row(MemUnmap, "MemUnmap", "cuMemUnmap", 10020, "hipMemUnmap", none, Args(2), ""),
+	row(MemSetAccess, "MemSetAccess", "cuMemSetAccess", 10020, "hipMemSetAccess", none, Args(4), ""),
+	row(CanAccessPeer, "CanAccessPeer", "cuDeviceCanAccessPeer", 4000, "hipDeviceCanAccessPeer", none, Args(3), ""),
+	row(EnablePeerAccess, "EnablePeerAccess", "cuCtxEnablePeerAccess", 4000, "hipDeviceEnablePeerAccess", none, Args(2), "already enabled is not an error"),
+	row(DisablePeerAccess, "DisablePeerAccess", "cuCtxDisablePeerAccess", 4000, "hipDeviceDisablePeerAccess", none, Args(1), ""),
+	row(PointerDevice, "PointerDevice", "cuPointerGetAttribute", 4000, "hipPointerGetAttribute", none, Args(3), "DEVICE_ORDINAL (9 in both): which device's context a synchronous copy or memset runs in"),
+	row(StreamIsCapturing, "StreamCaptureInfo", "cuStreamIsCapturing", 10000, "hipStreamIsCapturing", none, Args(2), "asked first: the full capture info only when a capture is active"),
+	row(ModuleLoadData, "ModuleLoadData", "cuModuleLoadData", 2000, "hipModuleLoadData", none, Args(2), "CUDA before 12.0; image copied with a NUL appended (PTX is text)"),
+	row(ModuleUnload, "ModuleUnload", "cuModuleUnload", 2000, "hipModuleUnload", none, Args(1), ""),
+	row(ModuleGetFunction, "ModuleFunction", "cuModuleGetFunction", 2000, "hipModuleGetFunction", none, Args(3), "name NUL-terminated"),
+	row(ModuleGetGlobal, "ModuleGlobal", "cuModuleGetGlobal_v2", 3020, "hipModuleGetGlobal", none, Args(4), "address and size_t size"),
+	row(LibraryLoadData, "LibraryLoadData", "cuLibraryLoadData", 12000, "", none, Args(8), "CUDA 12.0+: ModuleLoadData through the library API; no options (8 arguments)"),
+	row(LibraryUnload, "LibraryUnload", "cuLibraryUnload", 12000, "", none, Args(1), "CUDA 12.0+: ModuleUnload"),
+	row(LibraryGetKernel, "LibraryGetKernel", "cuLibraryGetKernel", 12000, "", none, Args(3), "CUDA 12.0+: ModuleFunction, then KernelGetFunction"),
+	row(KernelGetFunction, "KernelGetFunction", "cuKernelGetFunction", 12000, "", none, Args(2), "CUDA 12.0+: the CUfunction of the current (device's) context"),
+	row(LibraryGetGlobal, "LibraryGetGlobal", "cuLibraryGetGlobal", 12000, "", none, Args(4), "CUDA 12.0+: ModuleGlobal in the current context"),
+	row(FuncGetAttribute, "FuncAttribute", "cuFuncGetAttribute", 2020, "hipFuncGetAttribute", none, Args(3), "CUfunction_attribute / hipFunction_attribute: same numbers 0-8"),
+	row(FuncSetAttribute, "FuncSetMaxDynamicSharedMemory", "cuFuncSetAttribute", 9000, "", none, Args(3), "HIP: hipFuncSetAttribute takes a host stub, not a hipFunction_t; the backend checks the limit instead"),
+	row(LaunchKernel, "LaunchKernel", "cuLaunchKernel", 4000, "hipModuleLaunchKernel", none, Args(11), "11 arguments; kernelParams, extra NULL"),
+	row(OccupancyMaxActiveBlocks, "OccupancyMaxActiveBlocks", "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor", none, Args(4), ""),
+	row(OccupancyMaxPotentialBlockSize, "OccupancyMaxPotentialBlockSize", "cuOccupancyMaxPotentialBlockSize", 6050, "hipModuleOccupancyMaxPotentialBlockSize", none, ArgsPer(6, 5), "Vendors differ: CUDA takes a block-size-to-smem callback (NULL) before the smem, 6 words; HIP does not, 5"),
+	row(DeviceProperties, "DeviceProperties", "", 0, "hipGetDeviceProperties", none, Args(2), "HIP before 6.0 (the R0000 layout): the device's gcnArchName, a compile target"),
+	row(DevicePropertiesR0600, "DevicePropertiesR0600", "", 0, "hipGetDevicePropertiesR0600", none, Args(2), "HIP from 6.0 (hipGetDeviceProperties is a macro for it)"),
+	row(Name, "Name", "", 0, "", none, Arity{}, "answered by the backend"),
+	row(Library, "Library", "", 0, "", none, Arity{}, "answered by the backend"),
+	row(Close, "Close", "", 0, "", none, Arity{}, "releases the contexts Open retained"),
+	row(CopyToDevice, "CopyToDevice", "", 0, "", none, Arity{}, "through Memcpy"),
+	row(CopyFromDevice, "CopyFromDevice", "", 0, "", none, Arity{}, "through Memcpy"),
+	row(Launch, "Launch", "", 0, "", none, Arity{}, "the simulator's kernels written in Go"),
 }
