@@ -14,11 +14,11 @@ import (
 // symbols checks it as it checks the shipped ones.
 func init() {
 	table := bind.NewTable("libc-cli",
-		bind.Func{Op: "Strlen", Symbol: bind.Symbols("strlen", "strlen"), Args: 1, Required: bind.Both},
-		bind.Func{Op: "Optional", Symbol: bind.Symbols("gpumem_no_such_optional", ""), Args: 1},
+		bind.Func{Op: "Strlen", Symbol: bind.Symbols("strlen", "strlen"), Args: bind.Args(1), Required: bind.Both},
+		bind.Func{Op: "Optional", Symbol: bind.Symbols("gpumem_no_such_optional", ""), Args: bind.Args(1)},
 	)
 	needy := bind.NewTable("libc-needy",
-		bind.Func{Op: "Needed", Symbol: bind.Symbols("gpumem_no_such_required", "gpumem_no_such_required"), Args: 1, Required: bind.Both},
+		bind.Func{Op: "Needed", Symbol: bind.Symbols("gpumem_no_such_required", "gpumem_no_such_required"), Args: bind.Args(1), Required: bind.Both},
 	)
 	files := [bind.NumVendors][]string{{"libc.so.6"}, {"libc.so.6"}}
 	bind.Register(bind.Binding{Name: "libc-cli", Libraries: [bind.NumVendors][]*bind.Library{
@@ -47,7 +47,7 @@ func TestSymbolsBoundTable(t *testing.T) {
 	}
 	// A library lacking a required symbol: exit 1 naming the count.
 	bind.Register(bind.Binding{Name: "libc-needy", Libraries: [bind.NumVendors][]*bind.Library{{{Name: "libc-needy", Files: [bind.NumVendors][]string{{"libc.so.6"}}, Table: bind.NewTable("n",
-		bind.Func{Op: "Needed", Symbol: bind.Symbols("gpumem_no_such_required", ""), Args: 1, Required: bind.Both})}}}})
+		bind.Func{Op: "Needed", Symbol: bind.Symbols("gpumem_no_such_required", ""), Args: bind.Args(1), Required: bind.Both})}}}})
 	code, _, e = runCmd(t, "symbols", "--table", "libc-needy", "--backend", "cuda", "--json")
 	if code != exitFail || !strings.Contains(e, "1 required symbols missing") {
 		t.Errorf("missing required: exit %d %q", code, e)
