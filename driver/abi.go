@@ -15,6 +15,8 @@ const (
 	// cuda122: CUmemPoolProps has maxSize at 24 and CUmemLocation a host
 	// type.
 	cuda122 = 12020
+	// cuda126: CUmemPoolProps has usage at 32 (12.5's cuda.h does not).
+	cuda126 = 12060
 )
 
 // layouts are the structs the backend writes (cuda.h).
@@ -26,6 +28,12 @@ var layouts = []symtab.Layout{
 		{Name: "allocType", Offset: 0}, {Name: "handleTypes", Offset: 4}, {Name: "location.type", Offset: 8},
 		{Name: "location.id", Offset: 12}, {Name: "win32SecurityAttributes", Offset: 16}, {Name: "reserved", Offset: 24}}},
 	{Struct: "CUmemPoolProps", From: cuda122, Size: native.PoolPropsSize, Fields: []symtab.Field{
+		{Name: "allocType", Offset: 0}, {Name: "handleTypes", Offset: 4}, {Name: "location.type", Offset: 8},
+		{Name: "location.id", Offset: 12}, {Name: "win32SecurityAttributes", Offset: 16}, {Name: "maxSize", Offset: 24},
+		{Name: "reserved", Offset: 32}}},
+	// usage (unsigned short, left 0) took the first two reserved bytes in
+	// 12.6; 12.5's cuda.h has reserved[56] at 32.
+	{Struct: "CUmemPoolProps", From: cuda126, Size: native.PoolPropsSize, Fields: []symtab.Field{
 		{Name: "allocType", Offset: 0}, {Name: "handleTypes", Offset: 4}, {Name: "location.type", Offset: 8},
 		{Name: "location.id", Offset: 12}, {Name: "win32SecurityAttributes", Offset: 16}, {Name: "maxSize", Offset: 24},
 		{Name: "usage", Offset: 32}, {Name: "reserved", Offset: 34}}},
