@@ -458,7 +458,7 @@ func (g *GPU) DeviceAttribute(dev int, a gpumem.Attribute) (int, error) {
 		return 0, nil
 	case gpumem.AttrPCIBusID:
 		return 0x18 + 0x10*dev, nil
-	case gpumem.AttrPCIDeviceID:
+	case gpumem.AttrPCIDeviceID, gpumem.AttrPCIDomainID:
 		return 0, nil
 	case gpumem.AttrClockRateKHz:
 		return 1980000, nil
