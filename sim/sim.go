@@ -144,6 +144,7 @@ type device struct {
 	curPool  *pool
 	peer     []bool       // peer[p]: this device may access p's memory
 	kfault   *kernelFault // the first fault of a Go kernel: the sticky error
+	others   []OtherProcess // memory other processes hold (others.go), counted in used
 }
 
 var (
