@@ -142,8 +142,8 @@ type device struct {
 	blocking map[*stream]struct{} // blocking streams, which the legacy stream orders with
 	defPool  *pool
 	curPool  *pool
-	peer     []bool       // peer[p]: this device may access p's memory
-	kfault   *kernelFault // the first fault of a Go kernel: the sticky error
+	peer     []bool         // peer[p]: this device may access p's memory
+	kfault   *kernelFault   // the first fault of a Go kernel: the sticky error
 	others   []OtherProcess // memory other processes hold (others.go), counted in used
 }
 

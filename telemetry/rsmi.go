@@ -176,9 +176,9 @@ func rsmiVersion(l *bind.Lib) (major, minor, patch uint32, build string, err err
 
 // rsmiEngine is ROCm SMI initialised.
 type rsmiEngine struct {
-	l     *bind.Lib
-	n     int
-	v6    bool // rsmi_frequencies_t has ROCm 6's layout
+	l  *bind.Lib
+	n  int
+	v6 bool // rsmi_frequencies_t has ROCm 6's layout
 }
 
 func openROCmSMI(opts []bind.Option) (*rsmiEngine, error) {
