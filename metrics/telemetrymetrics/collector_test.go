@@ -1,4 +1,4 @@
-package metrics_test
+package telemetrymetrics_test
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/metrics"
+	"github.com/gpumem/gpumem/metrics/telemetrymetrics"
 	"github.com/gpumem/gpumem/sim"
 	"github.com/gpumem/gpumem/telemetry"
 )
@@ -31,11 +32,11 @@ func TestTelemetryCollector(t *testing.T) {
 	}
 	defer tel.Close()
 	for _, bad := range [][]int{nil, {-1}, {2}, {0, 0}} {
-		if _, err := metrics.TelemetryCollector(tel, bad); !errors.Is(err, gpumem.ErrInvalidValue) {
+		if _, err := telemetrymetrics.Collector(tel, bad); !errors.Is(err, gpumem.ErrInvalidValue) {
 			t.Errorf("devices %v: %v", bad, err)
 		}
 	}
-	c, err := metrics.TelemetryCollector(tel, []int{1, 0})
+	c, err := telemetrymetrics.Collector(tel, []int{1, 0})
 	if err != nil {
 		t.Fatal(err)
 	}

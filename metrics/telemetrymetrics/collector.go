@@ -1,4 +1,14 @@
-package metrics
+// Package telemetrymetrics publishes a GPU's telemetry (package telemetry)
+// through a metrics.Registry: memory used and total, this process's and
+// the other processes' memory, utilization, temperature, power and clocks,
+// as gauges labelled by device. It is a package of its own so that package
+// metrics, and the exporter modules built on it, keep to the standard
+// library.
+//
+//	t, _ := telemetry.Open(backend)
+//	c, _ := telemetrymetrics.Collector(t, []int{0})
+//	_ = reg.AddCollector("telemetry", c)
+package telemetrymetrics
 
 import (
 	"fmt"
@@ -6,12 +16,13 @@ import (
 	"strconv"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/metrics"
 	"github.com/gpumem/gpumem/telemetry"
 )
 
-// telemetryFamilies are TelemetryCollector's families, in the order of
+// telemetryFamilies are Collector's families, in the order of
 // telemetryValues.
-var telemetryFamilies = []Family{
+var telemetryFamilies = []metrics.Family{
 	{Name: "gpumem_device_memory_used_bytes", Type: "gauge", Help: "Device memory in use by every process and the driver, as the device's telemetry reports it."},
 	{Name: "gpumem_device_memory_total_bytes", Type: "gauge", Help: "Device memory in all."},
 	{Name: "gpumem_device_memory_self_bytes", Type: "gauge", Help: "Device memory this process holds, the driver's context included (absent when the telemetry does not list this process)."},
@@ -38,8 +49,8 @@ const (
 	tfClockMem
 )
 
-// TelemetryNames returns the names of TelemetryCollector's families.
-func TelemetryNames() []string {
+// Names returns the names of Collector's families.
+func Names() []string {
 	out := make([]string, len(telemetryFamilies))
 	for i, f := range telemetryFamilies {
 		out[i] = f.Name
@@ -52,18 +63,14 @@ type telemetryCollector struct {
 	devices []int
 }
 
-// TelemetryCollector returns the collector of the telemetry t reads on the
-// given devices: the families of TelemetryNames, labelled device (and, as
+// Collector returns the collector of the telemetry t reads on the given
+// devices: the families of Names, labelled device (and, as
 // every collector's samples, with the name the registry knows it by). A
 // reading the device or library lacks has no sample; a device whose
 // telemetry cannot be read has none. No devices, a negative device, one
 // listed twice or one past t's devices is an error matching
 // gpumem.ErrInvalidValue.
-//
-//	t, _ := telemetry.Open(backend)
-//	c, _ := metrics.TelemetryCollector(t, []int{0})
-//	_ = reg.AddCollector("telemetry", c)
-func TelemetryCollector(t *telemetry.Telemetry, devices []int) (Collector, error) {
+func Collector(t *telemetry.Telemetry, devices []int) (metrics.Collector, error) {
 	if t == nil {
 		return nil, fmt.Errorf("metrics: nil telemetry: %w", gpumem.ErrInvalidValue)
 	}
@@ -83,8 +90,8 @@ func TelemetryCollector(t *telemetry.Telemetry, devices []int) (Collector, error
 	return &telemetryCollector{t: t, devices: devs}, nil
 }
 
-// Families returns the families of TelemetryNames.
-func (c *telemetryCollector) Families() []Family { return telemetryFamilies }
+// Families returns the families of Names.
+func (c *telemetryCollector) Families() []metrics.Family { return telemetryFamilies }
 
 // telemetryReading is one device's reading, as Collect emits it and
 // ExpvarValue shows it.
@@ -115,13 +122,13 @@ func (c *telemetryCollector) read(dev int) telemetryReading {
 }
 
 // Collect reads each device's telemetry once.
-func (c *telemetryCollector) Collect(emit func(int, []Label, float64)) {
+func (c *telemetryCollector) Collect(emit func(int, []metrics.Label, float64)) {
 	for _, d := range c.devices {
 		r := c.read(d)
 		if r.Error != "" && r.Supported == 0 {
 			continue
 		}
-		ls := []Label{{Name: "device", Value: strconv.Itoa(d)}}
+		ls := []metrics.Label{{Name: "device", Value: strconv.Itoa(d)}}
 		s := r.DeviceStats
 		put := func(fam int, f telemetry.Field, v float64) {
 			if f == 0 || s.Has(f) {
