@@ -54,9 +54,12 @@ func TestVendorLibraries(t *testing.T) {
 				return
 			}
 			t.Logf("OpenSystem with no GPU: %v", err)
+			// Both libraries say "no driver" with a status that means
+			// ErrNoDevice (NVML_ERROR_DRIVER_NOT_LOADED,
+			// RSMI_STATUS_INIT_ERROR), and name it.
 			var be *bind.Error
-			if !errors.Is(err, gpumem.ErrNoDevice) && !errors.As(err, &be) {
-				t.Errorf("OpenSystem(%s): %v, want ErrNoDevice or the library's status", path, err)
+			if !errors.Is(err, gpumem.ErrNoDevice) || !errors.As(err, &be) || be.Name == "" {
+				t.Errorf("OpenSystem(%s): %v, want ErrNoDevice with the library's status and its name", path, err)
 			}
 		})
 	}
