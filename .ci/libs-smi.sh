@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The telemetry libraries from Debian's packages, on a machine with no GPU:
 #
-#   .ci/libs-smi.sh [DIR]     (default DIR: .ci-cache/smi)
+#   .ci/libs-smi.sh [DIR]     (default DIR: $TMPDIR/gpumem-smi)
 #
 # - NVML: libnvidia-ml1 (bookworm non-free; the component is added as
 #   .ci/vendor-libs.sh adds it, by copying this machine's Debian entry).
@@ -16,7 +16,7 @@
 # checks the same table. Idempotent: a second run reuses DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DIR=${1:-.ci-cache/smi}
+DIR=${1:-${TMPDIR:-/tmp}/gpumem-smi}
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
 log() { echo "libs-smi: $*" >&2; }
