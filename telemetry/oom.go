@@ -26,23 +26,27 @@ type openResult struct {
 var opened sync.Map // gpumem.Backend -> *openResult
 
 func otherProcesses(b gpumem.Backend, dev int) (*gpumem.OtherProcessesMemory, error) {
-	var t *Telemetry
 	if g, ok := b.(*sim.GPU); ok {
-		n, err := g.DeviceCount()
+		// Straight from the accounting: no simulated call is made (none
+		// counted, none fault-injected).
+		_, others, err := g.ProcessMemory(dev)
 		if err != nil {
 			return nil, err
 		}
-		t = &Telemetry{eng: &simEngine{g: g}, n: n, self: selfPID}
-	} else {
-		v, _ := opened.LoadOrStore(b, &openResult{})
-		r := v.(*openResult)
-		r.once.Do(func() { r.t, r.err = Open(b) })
-		if r.err != nil {
-			return nil, r.err
+		m := &gpumem.OtherProcessesMemory{}
+		for _, o := range others {
+			m.Bytes += o.Bytes
+			m.Processes = append(m.Processes, gpumem.ProcessMemory{PID: o.PID, Bytes: o.Bytes})
 		}
-		t = r.t
+		return m, nil
 	}
-	bytes, procs, err := t.Others(dev)
+	v, _ := opened.LoadOrStore(b, &openResult{})
+	r := v.(*openResult)
+	r.once.Do(func() { r.t, r.err = Open(b) })
+	if r.err != nil {
+		return nil, r.err
+	}
+	bytes, procs, err := r.t.Others(dev)
 	if err != nil {
 		return nil, err
 	}
