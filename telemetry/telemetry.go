@@ -240,8 +240,9 @@ func (t *Telemetry) Processes(dev int) ([]Process, error) {
 }
 
 // Self returns the device memory this process holds on dev, the driver's
-// context included, and whether the library listed the process (a process
-// with no context on the device is not listed, and holds 0).
+// context included, and whether the library listed the process with a
+// figure (a process with no context on the device is not listed, and holds
+// 0; in a container NVML may not list this process by its PID at all).
 func (t *Telemetry) Self(dev int) (bytes uint64, listed bool, err error) {
 	ps, err := t.Processes(dev)
 	if err != nil {
