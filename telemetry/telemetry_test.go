@@ -9,7 +9,10 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/bind"
+	"github.com/gpumem/gpumem/asyncpool"
 	"github.com/gpumem/gpumem/caching"
+	"github.com/gpumem/gpumem/deferrable"
+	"github.com/gpumem/gpumem/managed"
 	"github.com/gpumem/gpumem/sim"
 	"github.com/gpumem/gpumem/telemetry"
 )
@@ -137,30 +140,72 @@ func TestSimulatorOtherProcesses(t *testing.T) {
 	_ = g.Free(0, p)
 }
 
-// An allocator's out-of-memory error says what other processes hold.
+// Every allocator's out-of-memory error says what other processes hold.
 func TestOutOfMemoryNamesOtherProcesses(t *testing.T) {
-	g := newSim(t, sim.DeviceConfig{Capacity: 1 << 30})
-	if err := g.SetOtherProcesses(0, []sim.OtherProcess{{PID: 4242, Bytes: 768 << 20}}); err != nil {
-		t.Fatal(err)
+	type allocator interface {
+		Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error)
 	}
-	a, err := caching.New(g, caching.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	_, err = a.Allocate(512<<20, gpumem.Stream{})
-	var oom *gpumem.OutOfMemoryError
-	if !errors.As(err, &oom) {
-		t.Fatalf("Allocate(512 MiB) beside 768 MiB of another process: %v", err)
-	}
-	if oom.Others == nil || oom.Others.Bytes != 768<<20 || len(oom.Others.Processes) != 1 || oom.Others.Processes[0].PID != 4242 {
-		t.Fatalf("Others: %+v", oom.Others)
-	}
-	if msg := err.Error(); !strings.Contains(msg, "other processes hold 768.00 MiB (process 4242: 768.00 MiB)") {
-		t.Errorf("message: %s", msg)
-	}
-	if s := oom.Summary(); !strings.Contains(s, "Other processes hold 768.00 MiB (process 4242: 768.00 MiB) on device 0.") {
-		t.Errorf("summary:\n%s", s)
+	for _, c := range []struct {
+		name string
+		open func(gpumem.Backend) (allocator, func(), error)
+	}{
+		{"caching", func(b gpumem.Backend) (allocator, func(), error) {
+			a, err := caching.New(b, caching.Options{})
+			if err != nil {
+				return nil, nil, err
+			}
+			return a, func() { a.Close() }, nil
+		}},
+		{"asyncpool", func(b gpumem.Backend) (allocator, func(), error) {
+			a, err := asyncpool.New(b, asyncpool.Options{})
+			if err != nil {
+				return nil, nil, err
+			}
+			return a, func() { a.Close() }, nil
+		}},
+		{"managed", func(b gpumem.Backend) (allocator, func(), error) {
+			a, err := managed.New(b, managed.Options{Force: true})
+			if err != nil {
+				return nil, nil, err
+			}
+			return a, func() { a.Close() }, nil
+		}},
+		{"deferrable.DeviceResource", func(b gpumem.Backend) (allocator, func(), error) {
+			return deferrable.NewDeviceResource(b), func() {}, nil
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := newSim(t, sim.DeviceConfig{Capacity: 1 << 30})
+			if err := g.SetOtherProcesses(0, []sim.OtherProcess{{PID: 4242, Bytes: 768 << 20}}); err != nil {
+				t.Fatal(err)
+			}
+			a, done, err := c.open(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer done()
+			// 512 MiB does not fit beside 768 MiB of another process;
+			// managed memory oversubscribes the device, and is refused
+			// by its guard past the device's capacity.
+			size := uint64(512 << 20)
+			if c.name == "managed" {
+				size = 2 << 30
+			}
+			_, err = a.Allocate(size, gpumem.Stream{})
+			var oom *gpumem.OutOfMemoryError
+			if !errors.As(err, &oom) {
+				t.Fatalf("Allocate(%d) beside 768 MiB of another process: %v", size, err)
+			}
+			if oom.Others == nil || oom.Others.Bytes != 768<<20 || len(oom.Others.Processes) != 1 || oom.Others.Processes[0].PID != 4242 {
+				t.Fatalf("Others: %+v", oom.Others)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "other processes hold 768.00 MiB (process 4242: 768.00 MiB)") {
+				t.Errorf("message: %s", msg)
+			}
+			if s := oom.Summary(); !strings.Contains(s, "Other processes hold 768.00 MiB (process 4242: 768.00 MiB) on device 0.") {
+				t.Errorf("summary:\n%s", s)
+			}
+		})
 	}
 }
 
