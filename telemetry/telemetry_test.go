@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/bind"
 	"github.com/gpumem/gpumem/asyncpool"
+	"github.com/gpumem/gpumem/bind"
 	"github.com/gpumem/gpumem/caching"
 	"github.com/gpumem/gpumem/deferrable"
 	"github.com/gpumem/gpumem/managed"
