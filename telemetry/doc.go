@@ -42,5 +42,5 @@
 // The bind tables (NVML, ROCmSMI) cite the headers they follow; the symbols
 // command checks them against a library file:
 //
-//	gpumem symbols --table smi --backend cuda --library /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1
+//	gpumem symbols --table smi --backend cuda --library libnvidia-ml.so.1
 package telemetry
