@@ -115,6 +115,7 @@ const (
 	AttrMemoryClockRateKHz
 	AttrGlobalMemoryBusWidth
 	AttrL2CacheSize
+	AttrPCIDomainID
 	attrCount
 )
 
@@ -124,6 +125,7 @@ var attrNames = [...]string{
 	"pageable_memory_access", "can_map_host_memory", "memory_pools_supported",
 	"virtual_memory_management", "integrated", "pci_bus_id", "pci_device_id",
 	"clock_rate_khz", "memory_clock_rate_khz", "global_memory_bus_width", "l2_cache_size",
+	"pci_domain_id",
 }
 
 // Attributes lists every attribute, for tools that print them all.

@@ -128,17 +128,27 @@ type OutOfMemoryError struct {
 	// Stats are the allocator's statistics for Device when it failed (nil
 	// when it keeps none): what Summary prints.
 	Stats *MemoryStats
+	// Others is what other processes held on Device when it failed, as the
+	// device's telemetry reported it (NoteOtherProcesses); nil when no
+	// telemetry was at hand.
+	Others *OtherProcessesMemory
 }
 
 // Summary returns the memory summary of the failing device at the failure,
 // as torch.cuda.memory_summary prints it (MemorySummary of Stats), for an
 // out-of-memory log: the error's one line says what was asked and held, the
-// summary the full picture. It is "" when the allocator gave no statistics.
+// summary the full picture. When the other processes' memory is known
+// (Others), a line after the table says what they hold. It is "" when the
+// allocator gave no statistics and nothing is known of other processes.
 func (e *OutOfMemoryError) Summary() string {
-	if e.Stats == nil {
-		return ""
+	s := ""
+	if e.Stats != nil {
+		s = MemorySummary(*e.Stats, e.Device)
 	}
-	return MemorySummary(*e.Stats, e.Device)
+	if e.Others != nil {
+		s += fmt.Sprintf("Other processes hold %s on device %d.\n", e.Others, e.Device)
+	}
+	return s
 }
 
 // Error formats the error like PyTorch's OutOfMemoryError.
@@ -147,6 +157,9 @@ func (e *OutOfMemoryError) Error() string {
 	fmt.Fprintf(&b, "gpumem: %s: out of memory: tried to allocate %s on device %d", e.Allocator, FormatBytes(e.Requested), e.Device)
 	if e.Capacity > 0 {
 		fmt.Fprintf(&b, "; device has a total capacity of %s of which %s is free", FormatBytes(e.Capacity), FormatBytes(e.Free))
+	}
+	if e.Others != nil {
+		fmt.Fprintf(&b, "; other processes hold %s", e.Others)
 	}
 	fmt.Fprintf(&b, "; this allocator has %s allocated and %s reserved but unallocated",
 		FormatBytes(e.Allocated), FormatBytes(sub(e.Reserved, e.Allocated)))

@@ -108,6 +108,7 @@ func (d *device) oomError(size uint64, capturing bool, cause error) *gpumem.OutO
 	if free, _, err := d.b.MemInfo(d.id); err == nil {
 		e.Free = free
 	}
+	e.NoteOtherProcesses(d.b)
 	reserved, err1 := d.b.MemPoolGetAttribute(d.pool, gpumem.PoolReservedMemCurrent)
 	used, err2 := d.b.MemPoolGetAttribute(d.pool, gpumem.PoolUsedMemCurrent)
 	if err1 == nil {

@@ -168,6 +168,7 @@ func (d *device) oomErrorLocked(size uint64, cause error) *gpumem.OutOfMemoryErr
 	st := d.statsLocked()
 	st.NumOOMs++ // this failure, counted by the caller after
 	e.Stats = &st
+	e.NoteOtherProcesses(d.a.b)
 	switch {
 	case d.capped && reserved+segmentSize(size) > d.limit:
 		e.Hint = "The memory fraction's cap is reached: raise per_process_memory_fraction in GPUMEM_ALLOC_CONF or free memory"

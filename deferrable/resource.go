@@ -77,6 +77,7 @@ func (r *DeviceResource) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, err
 		if free, total, e := r.b.MemInfo(s.Device); e == nil {
 			oom.Free, oom.Capacity = free, total
 		}
+		oom.NoteOtherProcesses(r.b)
 		r.mu.Lock()
 		for _, a := range r.live {
 			if a.dev == s.Device {

@@ -61,6 +61,7 @@ var attributes = []symtab.Mapping[gpumem.Attribute]{
 	{Key: gpumem.AttrMemoryClockRateKHz, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE", Value: 36}},
 	{Key: gpumem.AttrGlobalMemoryBusWidth, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH", Value: 37}},
 	{Key: gpumem.AttrL2CacheSize, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE", Value: 38}},
+	{Key: gpumem.AttrPCIDomainID, Const: symtab.Const{Name: "CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID", Value: 50}},
 }
 
 // advices maps gpumem advice to CUmem_advise. CUDA has no coarse-grain

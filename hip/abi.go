@@ -76,6 +76,7 @@ var attributes = []symtab.Mapping[gpumem.Attribute]{
 	{Key: gpumem.AttrMemoryClockRateKHz, Const: symtab.Const{Name: "hipDeviceAttributeMemoryClockRate", Value: 60}},
 	{Key: gpumem.AttrGlobalMemoryBusWidth, Const: symtab.Const{Name: "hipDeviceAttributeMemoryBusWidth", Value: 59}},
 	{Key: gpumem.AttrL2CacheSize, Const: symtab.Const{Name: "hipDeviceAttributeL2CacheSize", Value: 19}},
+	{Key: gpumem.AttrPCIDomainID, Const: symtab.Const{Name: "hipDeviceAttributePciDomainID", Value: 69}},
 }
 
 // advices maps gpumem advice to hipMemoryAdvise (with the coarse-grain advice

@@ -195,12 +195,13 @@ func (a *Allocator) guardError(dev int, size, cur uint64) *gpumem.OutOfMemoryErr
 	if err != nil {
 		free, total = 0, a.totals[dev]
 	}
-	return &gpumem.OutOfMemoryError{
+	e := &gpumem.OutOfMemoryError{
 		Allocator: "managed", Device: dev, Requested: size, Capacity: total, Free: free,
 		Reserved: cur, Limit: a.limit,
 		Hint: fmt.Sprintf("The oversubscription guard holds managed memory to %s (Options.MaxDeviceFraction %.2f of the smallest device): raise MaxDeviceFraction, or set Options.AllowOversubscription to oversubscribe explicitly",
 			gpumem.FormatBytes(a.limit), a.opts.MaxDeviceFraction),
 	}
+	return e.NoteOtherProcesses(a.b)
 }
 
 // initialHints applies the seed's hints to a new segment: device memory

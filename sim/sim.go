@@ -142,8 +142,9 @@ type device struct {
 	blocking map[*stream]struct{} // blocking streams, which the legacy stream orders with
 	defPool  *pool
 	curPool  *pool
-	peer     []bool       // peer[p]: this device may access p's memory
-	kfault   *kernelFault // the first fault of a Go kernel: the sticky error
+	peer     []bool         // peer[p]: this device may access p's memory
+	kfault   *kernelFault   // the first fault of a Go kernel: the sticky error
+	others   []OtherProcess // memory other processes hold (others.go), counted in used
 }
 
 var (
@@ -458,7 +459,7 @@ func (g *GPU) DeviceAttribute(dev int, a gpumem.Attribute) (int, error) {
 		return 0, nil
 	case gpumem.AttrPCIBusID:
 		return 0x18 + 0x10*dev, nil
-	case gpumem.AttrPCIDeviceID:
+	case gpumem.AttrPCIDeviceID, gpumem.AttrPCIDomainID:
 		return 0, nil
 	case gpumem.AttrClockRateKHz:
 		return 1980000, nil

@@ -25,18 +25,22 @@ type deviceInfo struct {
 	Pools             bool   `json:"pools"`
 	VMM               bool   `json:"vmm"`
 	Error             string `json:"error,omitempty"`
+	// Telemetry is NVML's, ROCm SMI's or the simulator's reading of the
+	// device (info_telemetry.go); absent when there is none.
+	Telemetry *deviceTelemetry `json:"telemetry,omitempty"`
 }
 
 // infoReport is what info --json prints.
 type infoReport struct {
-	Backend        string        `json:"backend"`
-	Library        string        `json:"library"`
-	DriverVersion  int           `json:"driver_version"`
-	RuntimeVersion int           `json:"runtime_version"`
-	Devices        []deviceInfo  `json:"devices"`
-	PeerAccess     [][]bool      `json:"peer_access"`
-	Compiler       *compilerInfo `json:"compiler,omitempty"` // the run-time compiler; absent for the simulator
-	Error          string        `json:"error"`
+	Backend        string         `json:"backend"`
+	Library        string         `json:"library"`
+	DriverVersion  int            `json:"driver_version"`
+	RuntimeVersion int            `json:"runtime_version"`
+	Devices        []deviceInfo   `json:"devices"`
+	PeerAccess     [][]bool       `json:"peer_access"`
+	Compiler       *compilerInfo  `json:"compiler,omitempty"`  // the run-time compiler; absent for the simulator
+	Telemetry      *telemetryInfo `json:"telemetry,omitempty"` // where the devices' telemetry came from, or why there is none
+	Error          string         `json:"error"`
 }
 
 func cmdInfo(args []string, stdout, stderr io.Writer) int {
@@ -149,6 +153,7 @@ func gatherInfo(backend, library string, simDevices int, simCap uint64) (infoRep
 			rep.PeerAccess[i][j] = err == nil && ok
 		}
 	}
+	gatherTelemetry(b, &rep)
 	return rep, nil
 }
 
@@ -199,6 +204,7 @@ func printInfo(w io.Writer, rep infoReport) {
 			fmt.Fprintln(w)
 		}
 	}
+	printTelemetry(w, rep)
 }
 
 func orDash(s string) string {

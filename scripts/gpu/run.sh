@@ -5,7 +5,7 @@
 # anchors in one go, writes full logs to $OUT (default /tmp/gpumem-gpu) and
 # prints a short table last.
 #
-#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|snapshot|bench|kernels|transition]
+#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|snapshot|bench|kernels|transition|telemetry]
 set -uo pipefail
 G=${G:-.gpu/final}
 OUT=${OUT:-/tmp/gpumem-gpu}
@@ -97,6 +97,19 @@ if [ "$what" = all ] || [ "$what" = snapshot ]; then
 	[ -x $W/ptreplay ] && $W/ptreplay "$W/train.trace" torch 2>&1 | sed 's/^/snapshot anchor: /' | tee -a "$summary"
 	gzip -9 -k "$OUT/train.pickle"
 	rm -f "$OUT/train.pickle"
+fi
+
+if [ "$what" = telemetry ]; then
+	# NVML's reading of this process's memory against the caching
+	# allocator's reserve, of a child process holding 1 GiB, and an
+	# out-of-memory error naming the other processes' memory; then what
+	# gpumem info shows.
+	$G/tests.test -test.v -test.run '^TestGPUTelemetry$' -test.timeout 5m >"$OUT/telemetry.txt" 2>&1; note "tests.test -test.run TestGPUTelemetry exit $?"
+	grep -E '^telemetry:|^--- |out-of-memory error' "$OUT/telemetry.txt" | tee -a "$summary"
+	$G/gpumem info --backend cuda >"$OUT/telemetry-info.txt" 2>&1
+	$G/gpumem info --backend cuda --json >"$OUT/telemetry-info.json" 2>&1
+	sed -n '/^telemetry/,$p' "$OUT/telemetry-info.txt" | sed 's/^/info: /' | tee -a "$summary"
+	nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader 2>&1 | sed 's/^/nvidia-smi: /' | tee -a "$summary"
 fi
 
 if [ "$what" = all ] || [ "$what" = tests ]; then
