@@ -5,9 +5,9 @@ import (
 	"context"
 	"errors"
 	"math/rand"
+	"runtime"
 	"strings"
 	"sync"
-	"runtime"
 	"testing"
 	"unsafe"
 
@@ -406,7 +406,7 @@ func TestSleepWakeFaults(t *testing.T) {
 		{"MallocHost", []int{1}, true, false},
 		{"MemcpyAsync", []int{2}, true, false},
 		{"StreamCreate", []int{1}, true, false},
-		{"MemUnmap", []int{1}, true, false}, // the run's unmap; chunk by chunk follows
+		{"MemUnmap", []int{1}, true, false},    // the run's unmap; chunk by chunk follows
 		{"MemUnmap", []int{1, 2}, true, false}, // the run's and its first chunk's: undone by a wake
 		{"MemCreate", []int{3}, false, true},
 		{"MemMap", []int{2}, false, true},
