@@ -65,6 +65,7 @@ type SleepReport struct {
 	Asleep    bool   // the device is asleep now
 	Released  uint64 // bytes of physical memory the last Sleep released
 	Saved     uint64 // bytes of kept allocations the last Sleep saved
+	Copied    uint64 // bytes its copies moved: Saved, and small gaps copied along
 	Discarded uint64 // bytes of other live allocations the last Sleep discarded
 	Restored  uint64 // bytes the last Wake restored
 
@@ -241,10 +242,10 @@ func (d *device) sleepLocked(ctx context.Context) error {
 			"expandable (their memory cannot keep its address); release the pools (ReleasePool) first: %w", d.id, regular, gpumem.ErrNotSupported)
 	}
 	slices.SortFunc(segs, func(x, y *segment) int { return cmpPtr(x.addr, y.addr) })
-	runs, saved, discarded := keptRuns(segs)
+	runs, saved, copied, discarded := keptRuns(segs)
 	var saveTime time.Duration
 	if saved > 0 {
-		t, err := d.saveLocked(runs, saved)
+		t, err := d.saveLocked(runs, copied)
 		if err != nil {
 			return err
 		}
@@ -267,7 +268,7 @@ func (d *device) sleepLocked(ctx context.Context) error {
 		return fmt.Errorf("%w (undone: the device is awake, kept allocations intact, discarded ones undefined)", err)
 	}
 	d.stats.NumSleeps++
-	d.sleep.report = SleepReport{Released: released, Saved: saved, Discarded: discarded,
+	d.sleep.report = SleepReport{Released: released, Saved: saved, Copied: copied, Discarded: discarded,
 		SleepTime: time.Since(start), SaveTime: saveTime}
 	return nil
 }
@@ -282,28 +283,42 @@ func cmpPtr(x, y gpumem.Ptr) int {
 	return 0
 }
 
+// maxSavedGap is the most bytes of discarded allocations between two kept
+// ones that Sleep copies along, so that the two are saved in one copy: a
+// copy costs microseconds of its own, which a small one cannot hide.
+const maxSavedGap = 64 << 10
+
 // keptRuns returns the ranges of the KeepOnSleep allocations of segs (in
-// address order), adjacent ones merged, with their offsets in one buffer;
-// the bytes they hold; and the bytes of the other live allocations.
-func keptRuns(segs []*segment) (runs []savedRun, saved, discarded uint64) {
+// address order) with their offsets in one buffer: adjacent ones merged,
+// and ones apart by at most maxSavedGap bytes of other live allocations
+// (which are mapped) merged with those bytes. It returns the bytes the
+// kept allocations hold, the bytes of the runs, and the bytes of the
+// other live allocations.
+func keptRuns(segs []*segment) (runs []savedRun, saved, copied, discarded uint64) {
 	for _, seg := range segs {
+		open := false // the last run is in this segment and may grow
+		var gap uint64
 		for b := seg.head; b != nil; b = b.next {
-			if !b.allocated {
-				continue
-			}
-			if !b.keep {
+			switch {
+			case b.allocated && b.keep:
+				if open && gap <= maxSavedGap {
+					runs[len(runs)-1].size += gap + b.size
+					copied += gap + b.size
+				} else {
+					runs = append(runs, savedRun{addr: b.addr, size: b.size, off: copied})
+					copied += b.size
+				}
+				saved += b.size
+				open, gap = true, 0
+			case b.allocated:
 				discarded += b.size
-				continue
+				gap += b.size
+			default:
+				open = false // free memory may be unmapped
 			}
-			if n := len(runs); n > 0 && runs[n-1].addr.Add(runs[n-1].size) == b.addr {
-				runs[n-1].size += b.size
-			} else {
-				runs = append(runs, savedRun{addr: b.addr, size: b.size, off: saved})
-			}
-			saved += b.size
 		}
 	}
-	return runs, saved, discarded
+	return runs, saved, copied, discarded
 }
 
 // streamLocked returns the stream of the device's sleep copies, creating it
@@ -320,19 +335,19 @@ func (d *device) streamLocked() (gpumem.Stream, error) {
 	return s, nil
 }
 
-// saveLocked copies the kept runs (saved bytes in all) to a pinned host
+// saveLocked copies the kept runs (n bytes in all) to a pinned host
 // buffer, one copy per run on the sleep stream, and waits for them. It
 // returns the time from the first copy to their completion. On failure
 // the buffer is dropped and the device is as it was. d.mu must be held.
-func (d *device) saveLocked(runs []savedRun, saved uint64) (time.Duration, error) {
-	if d.sleep.hostSize < saved {
+func (d *device) saveLocked(runs []savedRun, n uint64) (time.Duration, error) {
+	if d.sleep.hostSize < n {
 		d.freeHostLocked()
-		h, err := d.a.b.MallocHost(saved)
+		h, err := d.a.b.MallocHost(n)
 		if err != nil {
 			return 0, fmt.Errorf("caching: sleeping device %d: %s of pinned host memory for the kept allocations: %w",
-				d.id, gpumem.FormatBytes(saved), err)
+				d.id, gpumem.FormatBytes(n), err)
 		}
-		d.sleep.host, d.sleep.hostSize = h, saved
+		d.sleep.host, d.sleep.hostSize = h, n
 	}
 	s, err := d.streamLocked()
 	if err != nil {
