@@ -5,7 +5,7 @@
 # anchors in one go, writes full logs to $OUT (default /tmp/gpumem-gpu) and
 # prints a short table last.
 #
-#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|snapshot|bench|kernels]
+#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|snapshot|bench|kernels|sleep]
 set -uo pipefail
 G=${G:-.gpu/final}
 OUT=${OUT:-/tmp/gpumem-gpu}
@@ -97,6 +97,17 @@ if [ "$what" = all ] || [ "$what" = snapshot ]; then
 	[ -x $W/ptreplay ] && $W/ptreplay "$W/train.trace" torch 2>&1 | sed 's/^/snapshot anchor: /' | tee -a "$summary"
 	gzip -9 -k "$OUT/train.pickle"
 	rm -f "$OUT/train.pickle"
+fi
+
+if [ "$what" = sleep ]; then
+	# Sleep and wake (tests/gpu_sleep_test.go): GPUMEM_SLEEP_GIB GiB (default
+	# 40, at most half the free memory) of a replayed trace through the
+	# caching allocator with expandable segments, slept and woken; a second
+	# process (the test binary again) holds the freed memory meanwhile.
+	export GPUMEM_GPU_SHARED=$G
+	$G/tests.test -test.v -test.run 'TestGPUSleepWake$' -test.timeout 9m >"$OUT/sleep-gpu.txt" 2>&1
+	note "tests.test -test.run TestGPUSleepWake exit $?"
+	grep -E '^(--- |ok|FAIL|PASS)|^SLEEP |workload:|asleep:|second process|child:|Wake while' "$OUT/sleep-gpu.txt" | head -40 | tee -a "$summary"
 fi
 
 if [ "$what" = all ] || [ "$what" = tests ]; then
