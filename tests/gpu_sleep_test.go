@@ -346,7 +346,8 @@ func runSleepWorkload(t *testing.T, b gpumem.Backend, target, patternLen uint64,
 		}
 	}
 	gbps := func(n uint64, d time.Duration) float64 { return float64(n) / d.Seconds() / 1e9 }
-	save, restore := gbps(rep.Saved, rep.SaveTime), gbps(rep.Restored, rep.RestoreTime)
+	// Kept bytes over the copies' time (the copies move Copied >= Saved bytes).
+	save, restore := gbps(rep.Saved, rep.SaveTime), gbps(rep.Saved, rep.RestoreTime)
 	line := fmt.Sprintf("SLEEP save_GBps=%.2f pinned_d2h_GBps=%.2f restore_GBps=%.2f pinned_h2d_GBps=%.2f save_ratio=%.3f restore_ratio=%.3f "+
 		"slept_GiB=%.2f saved_GiB=%.2f sleep_s=%.3f wake_s=%.3f",
 		save, d2h, restore, h2d, save/d2h, restore/h2d,
