@@ -171,6 +171,10 @@
 //     and mapped, marked sleeping; the virtual ranges stay reserved, so every
 //     pointer keeps its address. MemoryStats.AsleepBytes says how much.
 //
+// Sleep and Wake hold the device's lock throughout (allocations and frees
+// on that device wait for them); their context is checked between phases,
+// and copies under way are not interrupted.
+//
 // While asleep, Allocate fails with ErrAsleep; Deallocate and RecordStream
 // work (a block freed while asleep is free after Wake); EmptyCache skips the
 // device; Close releases everything. Touching the memory is undefined: the
