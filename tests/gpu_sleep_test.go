@@ -280,7 +280,7 @@ func runSleepWorkload(t *testing.T, b gpumem.Backend, target, patternLen uint64,
 	t.Logf("workload: %d allocations, %s requested, %s reserved; %s kept",
 		len(bufs), gpumem.FormatBytes(uint64(st.RequestedBytes[0].Current)), gpumem.FormatBytes(uint64(st.ReservedBytes[0].Current)), gpumem.FormatBytes(kept))
 
-	d2h, h2d := pinnedCopyRates(t, b, ss[0], uint64(st.AllocatedBytes[0].Current)/2)
+	d2h, h2d := pinnedCopyRates(t, b, ss[0], kept) // the size Sleep will save
 
 	freeBefore, _, _ := b.MemInfo(0)
 	if err := a.Sleep(ctx); err != nil {
