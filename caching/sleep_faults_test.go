@@ -157,4 +157,3 @@ func TestSleepConcurrent(t *testing.T) {
 	wg.Wait()
 	checkInvariants(t, a)
 }
-
