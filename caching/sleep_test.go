@@ -130,6 +130,7 @@ func TestSleepWakeKeepsContents(t *testing.T) {
 	if !a.Asleep(0) {
 		t.Fatal("not asleep after Sleep")
 	}
+	checkInvariants(t, a) // the blocks and statistics are as they were
 	if u := usedBytes(t, g); u != 0 {
 		t.Fatalf("the device still holds %d bytes while asleep", u)
 	}
