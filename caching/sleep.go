@@ -394,7 +394,11 @@ func (d *device) dropHostLocked() {
 // of consecutive chunks where the backend takes it, else chunk by chunk)
 // and releases its physical memory; the chunks stay counted as mapped,
 // marked sleeping, for Wake. It returns the bytes released. The device has
-// been synchronized. d.mu must be held.
+// been synchronized. A range of several mappings is one cuMemUnmap on CUDA
+// (NVIDIA's vectorAddMMAP sample frees its multi-allocation range so, in
+// simpleFreeMultiDeviceMmap); the HIP backend splits it into its mappings
+// itself (Dialect.UnmapByMapping); should a driver refuse, the run is
+// unmapped chunk by chunk. d.mu must be held.
 func (d *device) releaseMappedLocked(segs []*segment) (uint64, error) {
 	var released uint64
 	for _, seg := range segs {
