@@ -132,3 +132,12 @@ func TestMemoryStatsArithmetic(t *testing.T) {
 		t.Fatalf("after reset %+v", x.ReservedBytes)
 	}
 }
+
+// The sleep figures add like the other counters.
+func TestMemoryStatsAddSleep(t *testing.T) {
+	x := MemoryStats{AsleepBytes: 1, AsleepSavedBytes: 2, AsleepDiscardedBytes: 3, NumSleeps: 4, NumWakes: 5}
+	x.Add(x)
+	if x.AsleepBytes != 2 || x.AsleepSavedBytes != 4 || x.AsleepDiscardedBytes != 6 || x.NumSleeps != 8 || x.NumWakes != 10 {
+		t.Fatalf("sum %+v", x)
+	}
+}

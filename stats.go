@@ -70,6 +70,16 @@ type MemoryStats struct {
 	PendingReleaseBytes int64   `json:"pending_release_bytes"` // bytes freed but awaiting other streams
 	CrossStreamReuses   int64   `json:"cross_stream_reuses"`   // free blocks reused on another stream after a wait
 	SegmentGrowths      int64   `json:"segment_growths"`       // wholly free segments grown in place instead of replaced
+
+	// Sleep and wake (the caching allocator's Sleep and Wake). While a
+	// device is asleep its reserved bytes keep their addresses, and
+	// AsleepBytes of them have no physical memory behind them: the device
+	// holds ReservedBytes - AsleepBytes.
+	AsleepBytes          int64 `json:"asleep_bytes"`           // reserved bytes whose physical memory Sleep released
+	AsleepSavedBytes     int64 `json:"asleep_saved_bytes"`     // bytes of kept allocations saved to pinned host memory
+	AsleepDiscardedBytes int64 `json:"asleep_discarded_bytes"` // bytes of live allocations whose contents Sleep discarded
+	NumSleeps            int64 `json:"num_sleeps"`             // completed Sleeps
+	NumWakes             int64 `json:"num_wakes"`              // completed Wakes
 }
 
 // arrays lists the statistic arrays of s, in field order.
@@ -111,6 +121,11 @@ func (s *MemoryStats) Add(o MemoryStats) {
 	s.PendingReleaseBytes += o.PendingReleaseBytes
 	s.CrossStreamReuses += o.CrossStreamReuses
 	s.SegmentGrowths += o.SegmentGrowths
+	s.AsleepBytes += o.AsleepBytes
+	s.AsleepSavedBytes += o.AsleepSavedBytes
+	s.AsleepDiscardedBytes += o.AsleepDiscardedBytes
+	s.NumSleeps += o.NumSleeps
+	s.NumWakes += o.NumWakes
 	if o.LargestFreeBlock > s.LargestFreeBlock {
 		s.LargestFreeBlock = o.LargestFreeBlock
 		s.Fragmentation = o.Fragmentation

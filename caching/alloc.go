@@ -14,6 +14,11 @@ import (
 // Allocate returns size bytes usable in stream order on s. See the package
 // documentation for the allocation path.
 func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
+	return a.allocate(size, s, false)
+}
+
+// allocate is Allocate; keep tags the block KeepOnSleep.
+func (a *Allocator) allocate(size uint64, s gpumem.Stream, keep bool) (gpumem.Ptr, error) {
 	d, err := a.device(s.Device)
 	if err != nil {
 		return 0, err
@@ -33,12 +38,21 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 				return 0, err
 			}
 		}
-		if d.closed {
+		if d.closed || d.asleep {
+			closed := d.closed
 			d.mu.Unlock()
-			return 0, errClosed()
+			if closed {
+				return 0, errClosed()
+			}
+			return 0, errAsleep(d.id)
 		}
 		p, oom, err := d.allocLocked(size, rounded, s)
 		if oom == nil {
+			if keep && err == nil {
+				if b, _ := d.live.Get(uint64(p)); b != nil {
+					b.keep = true
+				}
+			}
 			d.mu.Unlock()
 			return p, err
 		}
@@ -271,6 +285,7 @@ func (d *device) splitLocked(b *block, rounded uint64) {
 // returns b's address. d.mu must be held.
 func (d *device) markAllocatedLocked(b *block, size uint64) gpumem.Ptr {
 	b.allocated = true
+	b.keep = false
 	b.requested = size
 	d.live.Insert(uint64(b.addr), b)
 	st := b.pool.statType()

@@ -52,6 +52,8 @@
 //	             out-of-memory releases, garbage collection, EmptyCache, Close
 //	stats.go     statistics, history, snapshots, out-of-memory reports
 //	tree.go      the treap of free blocks
+//	sleep.go     Sleep: cached memory released, kept contents saved, memory unmapped
+//	wake.go      Wake: memory mapped back at the same addresses, contents restored
 //	expandable.go, growable.go, capture.go, options.go, conf.go, register.go
 //
 // # Allocation path (Allocate)
@@ -152,6 +154,55 @@
 // allocator, is the other kind of cap: on the bytes handed out, the same for
 // every allocator and blind to what the allocator caches. The two compose:
 // a limit adaptor over a capped caching allocator bounds both.
+//
+// # Sleep and wake
+//
+// Sleep hands a device's memory to another phase or process (RLHF's
+// training and generation, a server giving way) and Wake takes it back:
+//
+//  1. Sleep waits for every pending free and the device, and releases the
+//     cache as EmptyCache does: free memory is not coming back.
+//  2. It saves the KeepOnSleep allocations (AllocateTagged, SetSleepTag) to
+//     one pinned host buffer: one stream-ordered copy per run of adjacent
+//     kept blocks, then one synchronization. DiscardOnSleep blocks (Allocate's)
+//     are not copied: their contents are undefined after Wake.
+//  3. It unmaps every mapped chunk (one call per run of consecutive chunks)
+//     and releases its physical memory. The chunks stay counted as reserved
+//     and mapped, marked sleeping; the virtual ranges stay reserved, so every
+//     pointer keeps its address. MemoryStats.AsleepBytes says how much.
+//
+// Sleep and Wake hold the device's lock throughout (allocations and frees
+// on that device wait for them); their context is checked between phases,
+// and copies under way are not interrupted.
+//
+// While asleep, Allocate fails with ErrAsleep; Deallocate and RecordStream
+// work (a block freed while asleep is free after Wake); EmptyCache skips the
+// device; Close releases everything. Touching the memory is undefined: the
+// simulator reports it (an enqueue fails naming the unmapped reservation, a
+// kernel is stopped with an illegal address, a Violation).
+//
+// Wake creates and maps a chunk of physical memory behind every sleeping
+// chunk, grants access once per run, copies the saved runs back and waits
+// for them. A Wake that cannot finish (out of memory because another
+// process holds what Sleep released, above all) unmaps what it mapped and
+// leaves the device asleep as it was, with an error that matches
+// ErrOutOfMemory; calling Wake again later is the way on. A Sleep that
+// fails before unmapping leaves the device awake (its cache released); one
+// that fails while unmapping is undone by a Wake, or, if that fails too,
+// leaves the device asleep for Wake to finish.
+//
+// Sleep needs expandable segments (expandable_segments:True), and refuses
+// otherwise with ErrNotSupported, naming the setting. Only memory of the
+// virtual memory API can be released while its address stays reserved: a
+// segment from cuMemAlloc or hipMalloc cannot be freed without losing its
+// address, and a new allocation may land elsewhere. A mode backing every
+// regular segment with the virtual memory API would be expandable segments
+// again with the regular segments' fragmentation, and growable segments
+// cover only the large pool; one setting that makes every segment of the
+// default pools sleepable is the simpler rule, and the one that cannot
+// work by luck (a Sleep that succeeds only while every small allocation
+// happens to be free). Graph capture pools keep regular segments: Sleep
+// releases their free ones and refuses while a pool in use holds any.
 //
 // # Invariants
 //

@@ -15,6 +15,10 @@ type expandable struct {
 	handles []gpumem.MemHandle
 	mapped  []bool
 	nmapped int
+	// sleeping marks the mapped chunks whose physical memory Sleep
+	// released (nil until the first Sleep): they stay counted as mapped,
+	// with no handle, until Wake maps them back.
+	sleeping []bool
 }
 
 // mappedWithin returns the mapped bytes within free block b.

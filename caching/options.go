@@ -108,6 +108,11 @@ type Options struct {
 	// it: unmapping a free chunk is cheap, and keeping their footprint at
 	// the high-water mark is what they are for.
 	GrowthSlack float64
+	// KeepSleepBuffer keeps the pinned host memory that Sleep saves
+	// KeepOnSleep allocations to after Wake, for the next Sleep (Close
+	// frees it): a cycle of Sleep and Wake then pins host memory once.
+	// Otherwise Wake frees it.
+	KeepSleepBuffer bool
 	// HistorySize is the number of memory history entries kept per device
 	// (a ring); 0 records none.
 	HistorySize int

@@ -281,14 +281,14 @@ func (d *device) garbageCollectLocked() {
 // EmptyCache returns every wholly free cached segment to the device and
 // unmaps every free chunk of the expandable segments, after waiting for
 // the events of pending frees. Memory of private pools still in use by a
-// graph is kept.
+// graph is kept. A device that is asleep holds no memory and is skipped.
 func (a *Allocator) EmptyCache() error {
 	if a.closed.Load() {
 		return errClosed()
 	}
 	for _, d := range a.devs {
 		d.mu.Lock()
-		if !d.closed && len(d.captures) == 0 {
+		if !d.closed && !d.asleep && len(d.captures) == 0 {
 			d.releaseCachedLocked(true)
 		}
 		d.mu.Unlock()
@@ -334,8 +334,8 @@ func (d *device) closeLocked() error {
 		if seg.exp != nil {
 			e := seg.exp
 			for i, m := range e.mapped {
-				if !m {
-					continue
+				if !m || (e.sleeping != nil && e.sleeping[i]) {
+					continue // never mapped, or released by Sleep
 				}
 				addr := seg.addr.Add(uint64(i) * e.chunk)
 				if err := d.a.b.MemUnmap(addr, e.chunk); err != nil {
@@ -356,6 +356,7 @@ func (d *device) closeLocked() error {
 	}
 	d.segments = map[*segment]struct{}{}
 	d.live = ptrmap.Map[*block]{}
+	errs = append(errs, d.closeSleepLocked())
 	for _, ev := range d.events {
 		if err := d.a.b.EventDestroy(ev); err != nil {
 			errs = append(errs, fmt.Errorf("caching: destroying an event: %w", err))

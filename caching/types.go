@@ -35,6 +35,7 @@ type block struct {
 
 	allocated bool
 	inTree    bool
+	keep      bool // KeepOnSleep: Sleep saves the contents while allocated
 	counted   bool // counted in inactive_split while in the tree
 	events    int  // outstanding stream-use events
 	uses      []gpumem.Stream
@@ -161,6 +162,9 @@ type device struct {
 	gc       bool   // garbage collection on: count free-block searches
 	maxSplit uint64 // Options.MaxSplitSize
 	closed   bool
+
+	asleep bool       // Sleep released the physical memory (sleep.go)
+	sleep  sleepState // what Wake restores, and the buffers Sleep uses
 }
 
 // Allocator is a caching allocator with PyTorch's semantics over any

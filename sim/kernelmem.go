@@ -81,6 +81,9 @@ func (k *KernelCall) window(a uint64) *window {
 	}
 	span := g.spanAt(a)
 	if span == nil {
+		if why := g.unmappedWhy(a); why != "" {
+			k.fail("address %s", why)
+		}
 		k.fail("address %#x is in no allocation", a)
 	}
 	uses, err := g.resolve(symtab.LaunchKernel, a, 1, k.dev, true)

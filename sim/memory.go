@@ -404,7 +404,7 @@ func (g *GPU) resolve(m symtab.Op, a, n uint64, dev int, kernel bool) ([]use, er
 	for cur := a; cur < end; {
 		o := g.spanAt(cur)
 		if o == nil {
-			return nil, errf(m, symtab.CUDAInvalidValue, "%#x is not in any allocation", cur)
+			return nil, errf(m, symtab.CUDAInvalidValue, "%s", g.notAllocated(cur))
 		}
 		inner := o
 		segEnd := min(end, o.end())

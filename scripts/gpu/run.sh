@@ -5,7 +5,7 @@
 # anchors in one go, writes full logs to $OUT (default /tmp/gpumem-gpu) and
 # prints a short table last.
 #
-#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|snapshot|bench|kernels|transition|telemetry]
+#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|snapshot|bench|kernels|transition|telemetry|sleep]
 set -uo pipefail
 G=${G:-.gpu/final}
 OUT=${OUT:-/tmp/gpumem-gpu}
@@ -110,6 +110,17 @@ if [ "$what" = telemetry ]; then
 	$G/gpumem info --backend cuda --json >"$OUT/telemetry-info.json" 2>&1
 	sed -n '/^telemetry/,$p' "$OUT/telemetry-info.txt" | sed 's/^/info: /' | tee -a "$summary"
 	nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader 2>&1 | sed 's/^/nvidia-smi: /' | tee -a "$summary"
+fi
+
+if [ "$what" = sleep ]; then
+	# Sleep and wake (tests/gpu_sleep_test.go): GPUMEM_SLEEP_GIB GiB (default
+	# 40, at most half the free memory) of a replayed trace through the
+	# caching allocator with expandable segments, slept and woken; a second
+	# process (the test binary again) holds the freed memory meanwhile.
+	export GPUMEM_GPU_SHARED=$G
+	$G/tests.test -test.v -test.run 'TestGPUSleepWake$' -test.timeout 9m >"$OUT/sleep-gpu.txt" 2>&1
+	note "tests.test -test.run TestGPUSleepWake exit $?"
+	grep -E '^(--- |ok|FAIL|PASS)|^SLEEP |workload:|asleep:|second process|child:|Wake while' "$OUT/sleep-gpu.txt" | head -40 | tee -a "$summary"
 fi
 
 if [ "$what" = all ] || [ "$what" = tests ]; then

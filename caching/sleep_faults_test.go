@@ -1,0 +1,159 @@
+package caching
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/gpumem/gpumem"
+)
+
+// Faults part way leave a consistent state: a Sleep that cannot save stays
+// awake; one whose unmapping fails is undone; a Wake that cannot map or
+// copy stays asleep, and a later Wake succeeds with the contents intact.
+func TestSleepWakeFaults(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		op       string
+		nth      []int
+		inSleep  bool
+		asleepAt bool // asleep after the failed call
+	}{
+		{"MallocHost", []int{1}, true, false},
+		{"MemcpyAsync", []int{2}, true, false},
+		{"StreamCreate", []int{1}, true, false},
+		{"MemUnmap", []int{1}, true, false},    // the run's unmap; chunk by chunk follows
+		{"MemUnmap", []int{1, 2}, true, false}, // the run's and its first chunk's: undone by a wake
+		{"MemCreate", []int{3}, false, true},
+		{"MemMap", []int{2}, false, true},
+		{"MemSetAccess", []int{1}, false, true},
+		{"MemcpyAsync", []int{1}, false, true},
+	} {
+		t.Run(c.op, func(t *testing.T) {
+			t.Parallel()
+			g, a, ss := newSleepSim(t, 1<<30)
+			allocs := fillSleepWorkload(t, g, a, ss, 30, 2, false)
+			if !c.inSleep {
+				if err := a.Sleep(ctx); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := a.EmptyCache(); err != nil {
+				// Sleep's own release of the cache makes no call then:
+				// the faults hit what Sleep does after it.
+				t.Fatal(err)
+			}
+			for _, n := range c.nth {
+				g.InjectFault(c.op, n, nil)
+			}
+			var err error
+			if c.inSleep {
+				err = a.Sleep(ctx)
+			} else {
+				err = a.Wake(ctx)
+			}
+			if c.op == "MemUnmap" && len(c.nth) == 1 {
+				// The run falls back to chunk by chunk: no error.
+				if err != nil {
+					t.Fatalf("Sleep after a failed run unmap: %v", err)
+				}
+				if !a.Asleep(0) {
+					t.Fatal("not asleep")
+				}
+			} else {
+				if err == nil {
+					t.Fatalf("no error from the fault in %s", c.op)
+				}
+				if a.Asleep(0) != c.asleepAt {
+					t.Fatalf("asleep %v after %v", a.Asleep(0), err)
+				}
+			}
+			g.ClearFaults()
+			st := a.Stats(0)
+			if a.Asleep(0) {
+				if st.AsleepBytes != st.ReservedBytes[gpumem.StatAll].Current || usedBytes(t, g) != 0 {
+					t.Fatalf("asleep with %d asleep bytes of %d reserved, %d used", st.AsleepBytes, st.ReservedBytes[gpumem.StatAll].Current, usedBytes(t, g))
+				}
+				if err := a.Wake(ctx); err != nil {
+					t.Fatal(err)
+				}
+			} else if st.AsleepBytes != 0 || usedBytes(t, g) != uint64(st.ReservedBytes[gpumem.StatAll].Current) {
+				t.Fatalf("awake with %d asleep bytes, %d used, %d reserved", st.AsleepBytes, usedBytes(t, g), st.ReservedBytes[gpumem.StatAll].Current)
+			}
+			for i, x := range allocs {
+				if !x.keep {
+					continue
+				}
+				got := make([]byte, len(x.data))
+				if err := g.CopyFromDevice(got, x.p); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, x.data) {
+					t.Fatalf("kept allocation %d changed", i)
+				}
+			}
+			for _, x := range allocs {
+				if err := a.Deallocate(x.p, x.s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checkInvariants(t, a)
+		})
+	}
+}
+
+// Sleep, Wake, allocations and frees from many goroutines (run with -race).
+func TestSleepConcurrent(t *testing.T) {
+	_, a, ss := newSleepSim(t, 2<<30)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			s := ss[w%len(ss)]
+			var mine []gpumem.Ptr
+			for i := 0; i < 200; i++ {
+				p, err := a.AllocateTagged(uint64(1+i%7)<<18, s, SleepTag(i%2))
+				switch {
+				case err == nil:
+					mine = append(mine, p)
+				case !errors.Is(err, ErrAsleep):
+					t.Error(err)
+					return
+				}
+				if len(mine) > 8 {
+					if err := a.Deallocate(mine[0], s); err != nil {
+						t.Error(err)
+						return
+					}
+					mine = mine[1:]
+				}
+			}
+			for _, p := range mine {
+				if err := a.Deallocate(p, s); err != nil {
+					t.Error(err)
+				}
+			}
+		}(w)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 20; i++ {
+			if err := a.Sleep(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+			_ = a.Stats(0)
+			_ = a.Asleep(0)
+			if err := a.Wake(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	checkInvariants(t, a)
+}
