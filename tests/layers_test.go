@@ -107,6 +107,11 @@ func TestLayers(t *testing.T) {
 		forbid(p, allocators, "a backend knows no allocator")
 		forbid(p, []string{"replay", "metrics", "cmd"}, "a backend knows no consumer")
 	}
+	// Bindings of vendor libraries work over any backend through bind.
+	for _, p := range []string{"collective"} {
+		forbid(p, allocators, "a binding knows no allocator")
+		forbid(p, []string{"driver", "hip", "replay", "metrics", "cmd"}, "a binding reaches a backend through bind")
+	}
 	for pkg := range deps {
 		if strings.HasPrefix(pkg, "internal/") {
 			forbid(pkg, allocators, "the internal engine knows no allocator")
