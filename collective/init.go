@@ -182,6 +182,7 @@ func InitRank(b gpumem.Backend, dev, nranks int, id UniqueID, rank int) (*Comm, 
 // progress together. fn runs on the calling goroutine, locked to its OS
 // thread; only the calls it makes on that goroutine belong to the group.
 // Groups nest. Group returns fn's error joined with the group end's.
+// Make communicators (InitRank, InitAll) outside groups.
 func Group(b gpumem.Backend, fn func() error) error {
 	if fn == nil {
 		return fmt.Errorf("collective: Group with a nil function: %w", gpumem.ErrInvalidValue)

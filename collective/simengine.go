@@ -24,11 +24,16 @@ import (
 // rendezvous so that no rank waits forever; the communicator's AsyncError
 // then reports it.
 
-// simEngine is the engine of one simulated GPU.
+// simEngine is the engine of one simulated GPU: a value made per call
+// (nothing about a GPU is kept once its communicators are gone).
 type simEngine struct {
-	g      *sim.GPU
-	mu     sync.Mutex
-	groups map[int]*simGroup // open groups by OS thread
+	g *sim.GPU
+}
+
+// simGroups are the open groups, by OS thread, of every simulated GPU.
+var simGroups struct {
+	mu sync.Mutex
+	m  map[int]*simGroup
 }
 
 type simGroup struct {
@@ -41,15 +46,7 @@ type groupCall struct {
 	k call
 }
 
-var simEngines sync.Map // *sim.GPU -> *simEngine
-
-func simEngineOf(g *sim.GPU) *simEngine {
-	if e, ok := simEngines.Load(g); ok {
-		return e.(*simEngine)
-	}
-	e, _ := simEngines.LoadOrStore(g, &simEngine{g: g, groups: map[int]*simGroup{}})
-	return e.(*simEngine)
-}
+func simEngineOf(g *sim.GPU) *simEngine { return &simEngine{g: g} }
 
 // simMagic starts every id the simulator makes.
 const simMagic = "gpumem-sim-nccl\x00"
@@ -122,7 +119,7 @@ func (e *simEngine) initRank(dev, nranks int, id *UniqueID, rank int) (commEngin
 	cl.mu.Lock()
 	var err error
 	switch {
-	case cl.e != e:
+	case cl.e.g != e.g:
 		err = fmt.Errorf("collective: InitRank: the id's other ranks are on another simulated GPU: %w", gpumem.ErrInvalidValue)
 	case cl.n != nranks:
 		err = fmt.Errorf("collective: InitRank: %d ranks, but another rank said %d: %w", nranks, cl.n, gpumem.ErrInvalidValue)
@@ -166,32 +163,35 @@ func (e *simEngine) initRank(dev, nranks int, id *UniqueID, rank int) (commEngin
 
 func (e *simEngine) group(fn func() error) error {
 	tid := threadID()
-	e.mu.Lock()
-	grp := e.groups[tid]
+	simGroups.mu.Lock()
+	if simGroups.m == nil {
+		simGroups.m = map[int]*simGroup{}
+	}
+	grp := simGroups.m[tid]
 	if grp == nil {
 		grp = &simGroup{}
-		e.groups[tid] = grp
+		simGroups.m[tid] = grp
 	}
 	grp.depth++
-	e.mu.Unlock()
+	simGroups.mu.Unlock()
 	ferr := fn()
-	e.mu.Lock()
+	simGroups.mu.Lock()
 	grp.depth--
 	var calls []groupCall
 	if grp.depth == 0 {
 		calls = grp.calls
-		delete(e.groups, tid)
+		delete(simGroups.m, tid)
 	}
-	e.mu.Unlock()
+	simGroups.mu.Unlock()
 	if calls == nil {
 		return ferr
 	}
-	return errors.Join(ferr, e.flush(calls))
+	return errors.Join(ferr, flush(calls))
 }
 
 // flush queues a group's calls: for each rank and stream, in the order of
 // their first call, one op of all its parts.
-func (e *simEngine) flush(calls []groupCall) error {
+func flush(calls []groupCall) error {
 	type key struct {
 		c *simComm
 		s gpumem.Stream
@@ -222,7 +222,7 @@ func (e *simEngine) flush(calls []groupCall) error {
 		if len(parts) == 0 {
 			continue
 		}
-		if err := e.g.QueueRendezvous(k.s, parts...); err != nil {
+		if err := k.c.cl.e.g.QueueRendezvous(k.s, parts...); err != nil {
 			k.c.fail(units, err)
 			errs = append(errs, err)
 		}
@@ -249,13 +249,13 @@ type unit struct {
 
 func (c *simComm) do(k *call) error {
 	e := c.cl.e
-	e.mu.Lock()
-	if grp := e.groups[threadID()]; grp != nil {
+	simGroups.mu.Lock()
+	if grp := simGroups.m[threadID()]; grp != nil {
 		grp.calls = append(grp.calls, groupCall{c, *k})
-		e.mu.Unlock()
+		simGroups.mu.Unlock()
 		return nil
 	}
-	e.mu.Unlock()
+	simGroups.mu.Unlock()
 	p, u, err := c.prepare(k)
 	if err != nil {
 		return err
