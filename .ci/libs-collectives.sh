@@ -17,6 +17,12 @@
 # ncclGetVersion and ncclGetErrorString answer with no device, and that a
 # communicator cannot be made without one (a clear error, no crash). A
 # second run reuses what DIR holds.
+#
+# Then the 128-byte ncclUniqueId that ncclCommInitRank takes by value is
+# checked against C stand-ins with nccl.h's parameter lists
+# (collective/testdata/idbyval.c, TestUniqueIDByValueC): built with gcc
+# for this machine, and, where qemu-aarch64 and aarch64-linux-gnu-gcc are
+# installed (.ci/arm64.sh installs them under CI), for arm64 under qemu.
 set -euo pipefail
 if [ $# -ne 1 ]; then
 	echo "usage: $0 DIR" >&2
@@ -76,4 +82,22 @@ CGO_ENABLED=0 go test -c -o "$DIR/collective.test" ./collective
 # own libcuda would make the runtime inside NCCL look for a GPU).
 env -u LD_LIBRARY_PATH GPUMEM_TEST_NCCL_LIBRARY="$nccl" GPUMEM_TEST_RCCL_LIBRARY="$rccl" \
 	"$ld" --library-path "$libpath" "$DIR/collective.test" -test.count=1 -test.v -test.run '^TestVendorLibraries$' >&2
+
+log "by-value ncclUniqueId through C, $(go env GOARCH)"
+gcc -shared -fPIC -O2 -Wall -Werror -o "$DIR/idbyval-host.so" collective/testdata/idbyval.c
+GPUMEM_IDBYVAL_LIB="$DIR/idbyval-host.so" CGO_ENABLED=0 go test -count=1 -v -run '^TestUniqueIDByValueC$' ./collective >"$DIR/idbyval-host.log" 2>&1 &&
+	grep -q -- '--- PASS: TestUniqueIDByValueC' "$DIR/idbyval-host.log" ||
+	{ cat "$DIR/idbyval-host.log"; log "FAIL: TestUniqueIDByValueC"; exit 1; }
+qemu=$(command -v qemu-aarch64-static || command -v qemu-aarch64 || true)
+if [ -n "$qemu" ] && command -v aarch64-linux-gnu-gcc >/dev/null && [ -e /lib/ld-linux-aarch64.so.1 ]; then
+	log "by-value ncclUniqueId through C, arm64 under $(basename "$qemu")"
+	aarch64-linux-gnu-gcc -shared -fPIC -O2 -Wall -Werror -o "$DIR/idbyval-arm64.so" collective/testdata/idbyval.c
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go test -c -o "$DIR/collective-arm64.test" ./collective
+	(cd collective && GPUMEM_IDBYVAL_LIB="$DIR/idbyval-arm64.so" timeout -s KILL 300 "$qemu" -L / "$DIR/collective-arm64.test" \
+		-test.v -test.count=1 -test.run '^(TestUniqueIDByValueC|TestUniqueIDWords)$' >"$DIR/idbyval-arm64.log" 2>&1) &&
+		grep -q -- '--- PASS: TestUniqueIDByValueC' "$DIR/idbyval-arm64.log" ||
+		{ cat "$DIR/idbyval-arm64.log"; log "FAIL: TestUniqueIDByValueC on arm64"; exit 1; }
+else
+	log "note: no qemu-aarch64 or aarch64-linux-gnu-gcc here: the arm64 by-value check did not run"
+fi
 log "ok"

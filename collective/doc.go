@@ -48,5 +48,7 @@
 // ncclCommInitRank takes its 128-byte ncclUniqueId by value. On amd64 the
 // System V ABI passes it in the first sixteen stack slots with the rank in
 // the third register; on arm64 AAPCS64 passes a pointer to a caller's
-// copy. uniqueid_amd64.go and uniqueid_arm64.go lay the words out.
+// copy. uniqueid_amd64.go and uniqueid_arm64.go lay the words out;
+// TestUniqueIDByValueC checks them against C functions of the same
+// parameter lists (testdata/idbyval.c) built by a C compiler.
 package collective
