@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gpumem/gpumem"
 )
@@ -54,15 +55,19 @@ type commEngine interface {
 
 // Comm is one rank of a communicator: a device of a backend that takes
 // part in collectives with the communicator's other ranks. Its methods are
-// safe for concurrent use (they are serialised: NCCL's communicators are
-// not thread-safe); the order of collectives on a communicator must be the
-// same on every rank, as NCCL requires.
+// safe for concurrent use. Calls into the library are serialised (NCCL's
+// communicators are not thread-safe), except AsyncError and Abort, which
+// NCCL allows beside a call in progress: a goroutine watching AsyncError
+// may Abort a communicator whose call is stuck waiting for a rank that
+// failed. The order of collectives on a communicator must be the same on
+// every rank, as NCCL requires.
 type Comm struct {
-	mu                sync.Mutex
+	mu                sync.Mutex   // serialises calls into the library; guards regs
+	life              sync.RWMutex // shared by every call, exclusive for Close
+	closed            atomic.Bool  // Close or Abort began: no new calls
 	e                 commEngine
 	backend           string
 	nranks, rank, dev int
-	closed            bool
 	regs              map[*Registration]struct{}
 }
 
@@ -137,12 +142,32 @@ func (c *Comm) issue(k *call, count int) error {
 	if err := c.check(k, count); err != nil {
 		return fmt.Errorf("collective: %s: %s: %w", c, k.kind, err)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return fmt.Errorf("collective: %s: %s: the communicator is closed: %w", c, k.kind, gpumem.ErrClosed)
+	unlock, err := c.enter(true)
+	if err != nil {
+		return fmt.Errorf("collective: %s: %s: %w", c, k.kind, err)
 	}
+	defer unlock()
 	return c.e.do(k)
+}
+
+var errClosed = fmt.Errorf("the communicator is closed: %w", gpumem.ErrClosed)
+
+// enter begins a call on an open communicator: the shared hold that Close
+// waits for and, if serial, the call lock. It returns what ends it.
+func (c *Comm) enter(serial bool) (func(), error) {
+	if c.closed.Load() {
+		return nil, errClosed
+	}
+	c.life.RLock()
+	if c.closed.Load() {
+		c.life.RUnlock()
+		return nil, errClosed
+	}
+	if !serial {
+		return c.life.RUnlock, nil
+	}
+	c.mu.Lock()
+	return func() { c.mu.Unlock(); c.life.RUnlock() }, nil
 }
 
 var errInvalid = gpumem.ErrInvalidValue
@@ -238,57 +263,61 @@ func sizeOf(count uint64, dt DataType, n int) (uint64, error) {
 
 // AsyncError reports an error the communicator met while its work ran
 // (ncclCommGetAsyncError): nil while all is well. After one, the
-// communicator should be aborted.
+// communicator should be aborted. It may be called while another goroutine
+// is in a call on the communicator.
 func (c *Comm) AsyncError() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return fmt.Errorf("collective: %s: the communicator is closed: %w", c, gpumem.ErrClosed)
+	unlock, err := c.enter(false)
+	if err != nil {
+		return fmt.Errorf("collective: %s: %w", c, err)
 	}
+	defer unlock()
 	return c.e.asyncError()
 }
 
 // Abort stops the communicator's work, including work stuck waiting for
-// ranks that will not come, and frees it (ncclCommAbort). Calls after Abort
-// fail with ErrClosed; a second Abort or Close does nothing.
+// ranks that will not come, and frees it (ncclCommAbort). It does not wait
+// for a call in progress on another goroutine (it is what releases one);
+// calls begun after it fail with ErrClosed, but a call must not begin
+// concurrently with Abort, as in C. A second Abort, or one after Close,
+// does nothing.
 func (c *Comm) Abort() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+	if c.closed.Swap(true) {
 		return nil
 	}
-	c.closed = true
+	err := c.e.abort()
+	c.mu.Lock()
 	c.regs = nil
-	return c.e.abort()
+	c.mu.Unlock()
+	return err
 }
 
 // Finalize flushes the communicator's work and waits until it is quiescent
 // (ncclCommFinalize, NCCL 2.14+): ErrNotSupported where the library lacks
 // it. Close still frees the communicator.
 func (c *Comm) Finalize() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return fmt.Errorf("collective: %s: the communicator is closed: %w", c, gpumem.ErrClosed)
+	unlock, err := c.enter(true)
+	if err != nil {
+		return fmt.Errorf("collective: %s: Finalize: %w", c, err)
 	}
+	defer unlock()
 	return c.e.finalize()
 }
 
-// Close frees the communicator (ncclCommDestroy) after deregistering the
-// buffers registered with it; queued work completes first. A second Close
-// does nothing.
+// Close waits for calls in progress on other goroutines, deregisters the
+// buffers registered with the communicator and frees it (ncclCommDestroy,
+// which completes its queued work first where the library was not
+// finalized). A second Close, or one after Abort, does nothing.
 func (c *Comm) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+	if c.closed.Swap(true) {
 		return nil
 	}
+	c.life.Lock()
+	defer c.life.Unlock()
 	var errs []error
 	for r := range c.regs {
 		errs = append(errs, c.e.deregister(r.h))
 	}
 	c.regs = nil
-	c.closed = true
 	errs = append(errs, c.e.destroy())
 	return errors.Join(errs...)
 }
@@ -298,24 +327,24 @@ func (c *Comm) Close() error {
 type Registration struct {
 	c    *Comm
 	h    uintptr
-	Ptr  gpumem.Ptr
-	Size uint64
+	Ptr  gpumem.Ptr // the start of the range
+	Size uint64     // its size in bytes
 }
 
 // Register registers [p, p+size) with the communicator (ncclCommRegister,
-// NCCL 2.19+; ErrNotSupported where the library lacks it, and on the
-// simulator, whose transfers need none). Buffers from any allocator may be
-// registered; Close of the registration, or of the communicator,
-// deregisters it.
+// NCCL 2.19+; ErrNotSupported where the library lacks it). Buffers from any
+// allocator may be registered; Close of the registration, or of the
+// communicator, deregisters it. The simulator accepts any range: its
+// transfers need no registration.
 func (c *Comm) Register(p gpumem.Ptr, size uint64) (*Registration, error) {
 	if p == 0 || size == 0 || uint64(p)+size < uint64(p) {
 		return nil, fmt.Errorf("collective: %s: Register [%#x, +%d): %w", c, uint64(p), size, errInvalid)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, fmt.Errorf("collective: %s: Register: the communicator is closed: %w", c, gpumem.ErrClosed)
+	unlock, err := c.enter(true)
+	if err != nil {
+		return nil, fmt.Errorf("collective: %s: Register: %w", c, err)
 	}
+	defer unlock()
 	h, err := c.e.register(p, size)
 	if err != nil {
 		return nil, err
@@ -332,8 +361,11 @@ func (c *Comm) Register(p gpumem.Ptr, size uint64) (*Registration, error) {
 // after the communicator's, does nothing.
 func (r *Registration) Close() error {
 	c := r.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	unlock, err := c.enter(true)
+	if err != nil {
+		return nil // the communicator's Close deregistered it, or Abort freed it
+	}
+	defer unlock()
 	if _, ok := c.regs[r]; !ok {
 		return nil
 	}

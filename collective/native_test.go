@@ -288,3 +288,46 @@ func TestNativeEngine(t *testing.T) {
 	}
 	fakeCalls(t, l)
 }
+
+// TestNativeAbortReleases: a call stuck in the library (a peer that never
+// comes) is released by Abort from another goroutine, AsyncError answers
+// meanwhile, and calls after Abort fail with ErrClosed.
+func TestNativeAbortReleases(t *testing.T) {
+	l := openFake(t)
+	g, err := sim.New(sim.Config{Devices: make([]sim.DeviceConfig, 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	setCurrent, _ := l.Addr(0)
+	b := &fakeCUDA{GPU: g, fn: setCurrent}
+	cs, err := InitAll(b, []int{0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs[1].Close()
+	fakeCalls(t, l)
+	done := make(chan error)
+	go func() { done <- cs[0].AllReduce(0x1000, 0x1000, 777, Float32, Sum, gpumem.Stream{}) }()
+	// Wait until the call is in the library.
+	for len(fakeCalls(t, l)) == 0 {
+		runtime.Gosched()
+	}
+	if err := cs[0].AsyncError(); err != nil {
+		t.Errorf("AsyncError beside a stuck call: %v", err)
+	}
+	if err := cs[0].Abort(); err != nil {
+		t.Fatal(err)
+	}
+	var be *bind.Error
+	if err := <-done; !errors.As(err, &be) || be.Code != resRemoteError {
+		t.Errorf("the released call: %v", err)
+	}
+	if err := cs[0].AllReduce(0x1000, 0x1000, 1, Float32, Sum, gpumem.Stream{}); !errors.Is(err, gpumem.ErrClosed) {
+		t.Errorf("after Abort: %v", err)
+	}
+	if err := cs[0].Close(); err != nil {
+		t.Errorf("Close after Abort: %v", err)
+	}
+	fakeCalls(t, l)
+}

@@ -91,7 +91,15 @@ int ncclCommInitAll(void **comm, int ndev, const int *devlist) {
 
 int ncclCommFinalize(void *comm) { rec(F_FINALIZE)->a[0] = (uintptr_t)comm; return 0; }
 int ncclCommDestroy(void *comm) { rec(F_DESTROY)->a[0] = (uintptr_t)comm; return 0; }
-int ncclCommAbort(void *comm) { rec(F_ABORT)->a[0] = (uintptr_t)comm; return 0; }
+/* An all-reduce of 777 elements waits, as one whose peer failed would,
+ * until ncclCommAbort is called (from another thread), and then fails with
+ * ncclRemoteError. */
+static int abort_flag;
+int ncclCommAbort(void *comm) {
+	rec(F_ABORT)->a[0] = (uintptr_t)comm;
+	__atomic_store_n(&abort_flag, 1, __ATOMIC_SEQ_CST);
+	return 0;
+}
 int ncclCommGetAsyncError(void *comm, int *status) { (void)comm; *status = async_status; return 0; }
 int ncclCommCount(const void *comm, int *n) { *n = (int)((const struct comm *)comm)->nranks; return 0; }
 int ncclCommCuDevice(const void *comm, int *d) { *d = (int)((const struct comm *)comm)->dev; return 0; }
@@ -103,6 +111,11 @@ int ncclCommUserRank(const void *comm, int *r) { *r = (int)((const struct comm *
 
 int ncclAllReduce(const void *s, void *r, size_t n, int dt, int op, void *comm, void *st) {
 	ARGS7(F_ALLREDUCE, s, r, n, dt, op, comm, st);
+	if (n == 777) {
+		while (!__atomic_load_n(&abort_flag, __ATOMIC_SEQ_CST)) usleep(1000);
+		__atomic_store_n(&abort_flag, 0, __ATOMIC_SEQ_CST);
+		return 6;
+	}
 	return n == 12345 ? 4 : 0;
 }
 int ncclBroadcast(const void *s, void *r, size_t n, int dt, int root, void *comm, void *st) {
