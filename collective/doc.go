@@ -32,8 +32,10 @@
 // closed or aborted communicator gives gpumem.ErrClosed; a library status
 // is a *bind.Error (ncclInvalidArgument and ncclInvalidUsage match
 // ErrInvalidValue) with, where the library has ncclGetLastError, its
-// message. A Comm's methods are safe for concurrent use and serialised
-// (NCCL's communicators are not thread-safe).
+// message. A Comm's methods are safe for concurrent use: calls into the
+// library are serialised (NCCL's communicators are not thread-safe), but
+// AsyncError and Abort do not wait for a call in progress, so a watchdog
+// goroutine can abort a communicator whose call is stuck on a failed rank.
 //
 // # Groups
 //
