@@ -55,6 +55,11 @@ func TestVendorLibraries(t *testing.T) {
 			if rep.MissingRequired != 0 || rep.Version == "" || !strings.HasPrefix(rep.Version, "2.") {
 				t.Fatalf("report %+v", rep)
 			}
+			// As the symbols command resolves it (--table collectives).
+			bnd, _ := bind.Lookup("collectives")
+			if brep, err := bnd.Resolve(c.v, bind.WithPath(path)); err != nil || brep.MissingRequired != 0 || brep.Backend != c.lib.Name {
+				t.Errorf("binding resolve: %+v, %v", brep, err)
+			}
 			if n := l.StatusName(resInvalidArgument); !strings.Contains(n, "ncclInvalidArgument") || len(n) <= len("ncclInvalidArgument") {
 				t.Errorf("status 4 is named %q", n)
 			}
