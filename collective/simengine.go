@@ -244,7 +244,6 @@ type unit struct {
 	desc  call
 	r     *sim.Rendezvous
 	parts []*call // by participant
-	n     int     // ranks of the communicator
 }
 
 func (c *simComm) do(k *call) error {
@@ -308,7 +307,7 @@ func (c *simComm) prepare(k *call) (sim.RendezvousPart, *unit, error) {
 		pair := [2]int{from, to}
 		key := [3]uint64{uint64(from), uint64(to), ctr[pair]}
 		ctr[pair]++
-		u, err = cl.unitFor(cl.p2p, key, k, 2)
+		u, err = unitFor(cl, cl.p2p, key, k, 2)
 		if err == nil {
 			u.parts[idx] = k
 			if u.parts[0] != nil && u.parts[1] != nil {
@@ -318,10 +317,10 @@ func (c *simComm) prepare(k *call) (sim.RendezvousPart, *unit, error) {
 	default:
 		seq := cl.seq[c.rank]
 		cl.seq[c.rank]++
-		u, err = cl.unitFor(cl.units, seq, k, cl.n)
+		u, err = unitFor(cl, cl.units, seq, k, cl.n)
 		if err == nil {
 			u.parts[c.rank] = k
-			if !slicesNil(u.parts) {
+			if !missing(u.parts) {
 				delete(cl.units, seq)
 			}
 		}
@@ -339,7 +338,8 @@ func (c *simComm) prepare(k *call) (sim.RendezvousPart, *unit, error) {
 	return sim.RendezvousPart{R: u.r, Index: idx, Mem: mem}, u, nil
 }
 
-func slicesNil(parts []*call) bool {
+// missing reports whether a part has not arrived.
+func missing(parts []*call) bool {
 	for _, p := range parts {
 		if p == nil {
 			return true
@@ -351,27 +351,16 @@ func slicesNil(parts []*call) bool {
 // unitFor returns the unit of key in m, made for k when it is the first
 // call there, after checking that k matches the calls already there; a
 // mismatch aborts the unit and fails the communicator. cl.mu held.
-func (cl *clique) unitFor(m any, key any, k *call, n int) (*unit, error) {
-	var u *unit
-	switch mm := m.(type) {
-	case map[uint64]*unit:
-		u = mm[key.(uint64)]
-	case map[[3]uint64]*unit:
-		u = mm[key.([3]uint64)]
-	}
+func unitFor[K comparable](cl *clique, m map[K]*unit, key K, k *call, n int) (*unit, error) {
+	u := m[key]
 	if u == nil {
-		u = &unit{desc: *k, parts: make([]*call, n), n: cl.n}
+		u = &unit{desc: *k, parts: make([]*call, n)}
 		r, err := cl.e.g.NewRendezvous("nccl"+k.kind.String(), n, u.run)
 		if err != nil {
 			return nil, err
 		}
 		u.r = r
-		switch mm := m.(type) {
-		case map[uint64]*unit:
-			mm[key.(uint64)] = u
-		case map[[3]uint64]*unit:
-			mm[key.([3]uint64)] = u
-		}
+		m[key] = u
 		return u, nil
 	}
 	if err := u.matches(k); err != nil {
