@@ -107,12 +107,14 @@ func TestLayers(t *testing.T) {
 		forbid(p, allocators, "a backend knows no allocator")
 		forbid(p, []string{"replay", "metrics", "cmd"}, "a backend knows no consumer")
 	}
-	// telemetry is a binding: it reads any backend's devices (the
-	// simulator's accounting, or NVML / ROCm SMI beside a vendor backend it
-	// names by no import) and knows no allocator and no consumer; metrics
-	// imports it, not the other way (metrics/telemetrymetrics joins them).
-	forbid("telemetry", allocators, "a binding knows no allocator")
-	forbid("telemetry", []string{"driver", "hip", "replay", "metrics", "cmd"}, "a binding works over any backend and knows no consumer")
+	// Bindings of vendor libraries (telemetry, collective, blas) work over
+	// any backend through bind (or the simulator's own Go implementation)
+	// and know no allocator and no consumer; metrics imports telemetry, not
+	// the other way (metrics/telemetrymetrics joins them).
+	for _, p := range []string{"telemetry", "collective"} {
+		forbid(p, allocators, "a binding knows no allocator")
+		forbid(p, []string{"driver", "hip", "replay", "metrics", "cmd"}, "a binding reaches a backend through bind and knows no consumer")
+	}
 	for pkg := range deps {
 		if strings.HasPrefix(pkg, "internal/") {
 			forbid(pkg, allocators, "the internal engine knows no allocator")

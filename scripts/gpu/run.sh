@@ -5,12 +5,14 @@
 # anchors in one go, writes full logs to $OUT (default /tmp/gpumem-gpu) and
 # prints a short table last.
 #
-#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|snapshot|bench|kernels|transition|telemetry|sleep]
+#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|snapshot|bench|kernels|transition|telemetry|sleep|collectives]
 set -uo pipefail
 G=${G:-.gpu/final}
 OUT=${OUT:-/tmp/gpumem-gpu}
 mkdir -p "$OUT"
 what=${1:-all}
+# NCCL (the collective tests) with NVLink multicast (NVLS) off.
+export NCCL_NVLS_ENABLE=0
 W=/tmp/gpumem-work
 mkdir -p $W
 summary="$OUT/summary.txt"
@@ -227,6 +229,14 @@ PY
 	else
 		note "transition: no cgoanchor.test (prepare.sh builds it where a C compiler is present)"
 	fi
+fi
+
+if [ "$what" = all ] || [ "$what" = collectives ]; then
+	# Collectives: NCCL from the system (libnccl.so.2, or GPUMEM_NCCL_LIBRARY),
+	# one rank on the machine's first GPU, every result checked by the test.
+	NCCL_DEBUG=${NCCL_DEBUG:-WARN} $G/tests.test -test.v -test.run 'GPUCollective' -test.timeout 3m >"$OUT/collectives-gpu.txt" 2>&1
+	note "tests.test -test.run GPUCollective exit $?"
+	grep -E '^\s*(--- |ok|FAIL|PASS)|gpu_collective_test.go:[0-9]+' "$OUT/collectives-gpu.txt" | head -40 | tee -a "$summary"
 fi
 
 echo
