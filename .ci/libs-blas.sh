@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The BLAS binding against the real libraries Debian ships, on a machine with
+# no GPU (Debian 12, as root):
+#
+#   .ci/libs-blas.sh DIR
+#
+# - cuBLAS 11.11 (CUDA 11.8): libcublas11 and libcublaslt11 from bookworm's
+#   non-free component;
+# - hipBLAS 5.5 / rocBLAS 5.5 (ROCm 5.5): libhipblas0 and librocblas0 from
+#   trixie's main;
+# - hipBLAS 6.4 / rocBLAS 6.4 (ROCm 6.4): libhipblas2 and librocblas4 from
+#   sid's main.
+#
+# Nothing is installed: each suite's package lists live in a private apt
+# configuration under DIR whose one source entry is a copy of this machine's
+# own Debian entry with the suite and components changed (no host name is
+# written here), the packages (for trixie and sid with the closure of their
+# run-time dependencies, the C library included) are downloaded into
+# DIR/SUITE/debs and extracted into DIR/SUITE/root. A second run reuses them.
+#
+# Then tests/blas_vendor_test.go (TestBLASVendor) runs once per library: every
+# required symbol of the binding's table resolves, the version query answers,
+# and creating a handle with no GPU fails with a clear error, never a crash.
+# The newer suites' libraries need their own C library, so their test runs
+# through the suite's ld.so, as .ci/rocm-versions.sh runs gpumem.
+set -euo pipefail
+if [ $# -ne 1 ]; then
+	echo "usage: $0 DIR" >&2
+	exit 2
+fi
+cd "$(dirname "$0")/.."
+mkdir -p "$1"
+DIR=$(cd "$1" && pwd)
+log() { echo "libs-blas: $*" >&2; }
+arch=$(dpkg --print-architecture)
+export DEBIAN_FRONTEND=noninteractive
+
+# fetch SUITE COMPONENTS CLOSURE PKG...: download PKG... (with the closure of
+# their run-time dependencies when CLOSURE is 1) and extract them into
+# DIR/SUITE/root.
+fetch() {
+	local suite=$1 comps=$2 closure=$3
+	shift 3
+	local d=$DIR/$suite conf=$DIR/$suite/apt
+	mkdir -p "$conf/lists/partial" "$conf/cache/archives/partial" "$conf/prefs" "$d/debs" "$d/root"
+	touch "$conf/status"
+	if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+		awk 'BEGIN{RS=""; ORS="\n\n"} NR==1' /etc/apt/sources.list.d/debian.sources |
+			sed -E -e "s/^Suites:.*/Suites: $suite/" -e "s/^Components:.*/Components: $comps/" >"$conf/gpumem.sources"
+		local srcopt=(-o "Dir::Etc::SourceParts=$conf" -o "Dir::Etc::SourceList=/dev/null")
+	elif [ -f /etc/apt/sources.list ] && grep -qE '^deb ' /etc/apt/sources.list; then
+		grep -E '^deb ' /etc/apt/sources.list | head -n1 |
+			sed -E "s/^(deb( \[[^]]*\])? [^ ]+) [^ ]+.*/\1 $suite $comps/" >"$conf/gpumem.list"
+		local srcopt=(-o "Dir::Etc::SourceList=$conf/gpumem.list" -o "Dir::Etc::SourceParts=/dev/null")
+	else
+		log "no Debian source entry found to copy"
+		return 1
+	fi
+	local apt=(-o "Dir::State=$conf" -o "Dir::State::Lists=$conf/lists" -o "Dir::State::status=$conf/status"
+		-o "Dir::Cache=$conf/cache" -o "Dir::Etc::Preferences=/dev/null" -o "Dir::Etc::PreferencesParts=$conf/prefs"
+		-o "APT::Architecture=$arch" -o "Debug::NoLocking=1" -o "APT::Sandbox::User=root" "${srcopt[@]}")
+	if [ ! -e "$d/debs/.done" ]; then
+		log "$suite: apt-get update (private lists)"
+		apt-get "${apt[@]}" update -qq >&2
+		local pkgs="$*"
+		if [ "$closure" = 1 ]; then
+			pkgs=$(apt-cache "${apt[@]}" depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+				--no-replaces --no-enhances --no-pre-depends "$@" 2>/dev/null | grep -E '^[a-z0-9]' | grep -v '^<' | sort -u |
+				grep -v -E '^(debconf|perl-base|dpkg|tar|coreutils|base-files|debianutils|bash|libcrypt1|gcc-[0-9]+-base|.*-tests.*|.*-bench.*)$' || true)
+		fi
+		log "$suite: downloading $(echo $pkgs)"
+		(cd "$d/debs" && apt-get "${apt[@]}" download $pkgs >&2)
+		touch "$d/debs/.done"
+	fi
+	if [ ! -e "$d/root/.done" ]; then
+		for deb in "$d"/debs/*.deb; do
+			dpkg -x "$deb" "$d/root"
+		done
+		touch "$d/root/.done"
+	fi
+}
+
+one() { # the first file matching a name under a root
+	find "$1" -name "$2" \( -type f -o -type l \) | sort | head -n1
+}
+
+pids=()
+fetch bookworm non-free 0 libcublas11 libcublaslt11 >"$DIR/bookworm.log" 2>&1 &
+pids+=($!)
+fetch trixie main 1 libhipblas0 librocblas0 >"$DIR/trixie.log" 2>&1 &
+pids+=($!)
+fetch sid main 1 libhipblas2 librocblas4 >"$DIR/sid.log" 2>&1 &
+pids+=($!)
+for i in "${!pids[@]}"; do
+	if ! wait "${pids[$i]}"; then
+		cat "$DIR"/*.log >&2
+		log "a fetch failed"
+		exit 1
+	fi
+done
+
+log "building the tests"
+CGO_ENABLED=0 go test -c -o "$DIR/tests.test" ./tests
+
+run() { # name ld.so libpath env...
+	local name=$1 ld=$2 libpath=$3
+	shift 3
+	log "$name: $*"
+	if [ -n "$ld" ]; then
+		env "$@" "$ld" --library-path "$libpath" "$DIR/tests.test" -test.run '^TestBLASVendor' -test.v -test.count 1 >"$DIR/$name.txt" 2>&1
+	else
+		env "$@" "$DIR/tests.test" -test.run '^TestBLASVendor' -test.v -test.count 1 >"$DIR/$name.txt" 2>&1
+	fi
+	local rc=$?
+	grep -E '^\s*(--- |ok|FAIL|PASS)|blas_vendor_test' "$DIR/$name.txt" >&2 || true
+	if [ $rc -ne 0 ] || ! grep -q -- '--- PASS: TestBLASVendor' "$DIR/$name.txt"; then
+		log "$name failed (exit $rc); the log is $DIR/$name.txt"
+		cat "$DIR/$name.txt" >&2
+		exit 1
+	fi
+}
+
+cublas=$(one "$DIR/bookworm/root" 'libcublas.so.11')
+lt=$(dirname "$(one "$DIR/bookworm/root" 'libcublasLt.so.11')")
+[ -n "$cublas" ] || { log "libcublas.so.11 not found in libcublas11"; exit 1; }
+set +e
+run cublas11 "" "" GPUMEM_TEST_CUBLAS_LIBRARY="$cublas" LD_LIBRARY_PATH="$lt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+	${GPUMEM_TEST_CUDA_LIBRARY:+GPUMEM_TEST_CUDA_LIBRARY=$GPUMEM_TEST_CUDA_LIBRARY}
+for suite in trixie sid; do
+	root=$DIR/$suite/root
+	hipblas=$(one "$root" 'libhipblas.so.[0-9]*')
+	rocblas=$(one "$root" 'librocblas.so.[0-9]*')
+	ld=$(one "$root" 'ld-linux-x86-64.so.2')
+	if [ -z "$hipblas" ] || [ -z "$rocblas" ] || [ -z "$ld" ]; then
+		log "$suite: libhipblas.so.N, librocblas.so.N or ld.so missing after extraction"
+		exit 1
+	fi
+	libpath=$(find "$root" -name "*.so*" -printf "%h\n" | grep -v -e /gconv -e /gdb/ -e /etc | sort -u | paste -sd:)
+	run "hip-$suite" "$ld" "$libpath" GPUMEM_TEST_HIPBLAS_LIBRARY="$hipblas" GPUMEM_TEST_ROCBLAS_LIBRARY="$rocblas" \
+		GPUMEM_TEST_HIP_LIBRARY="$(one "$root" 'libamdhip64.so.[0-9]*')"
+done
+log "every library passed"
