@@ -42,9 +42,9 @@ type Handle struct {
 }
 
 type workspace struct {
-	r       gpumem.Resource
-	p       gpumem.Ptr
-	size    uint64
+	r    gpumem.Resource
+	p    gpumem.Ptr
+	size uint64
 }
 
 // Option configures Open.
