@@ -125,7 +125,8 @@ func (c *call) checkGemm() error {
 	ar, ac := stored(c.ta, c.m, c.k)
 	br, bc := stored(c.tb, c.k, c.n)
 	// A and B are read only when the product has terms.
-	inner := c.m > 0 && c.n > 0 && c.k > 0
+	some := c.m > 0 && c.n > 0 && (!c.strided || c.batch > 0)
+	inner := some && c.k > 0
 	aext, err := matrix(r, "A", ar, ac, c.lda, c.a, c.t, inner)
 	if err != nil {
 		return err
@@ -134,7 +135,7 @@ func (c *call) checkGemm() error {
 	if err != nil {
 		return err
 	}
-	cext, err := matrix(r, "C", c.m, c.n, c.ldc, c.c, ct, true)
+	cext, err := matrix(r, "C", c.m, c.n, c.ldc, c.c, ct, some)
 	if err != nil {
 		return err
 	}
@@ -160,10 +161,10 @@ func (c *call) checkGemm() error {
 			}
 		}
 	}
-	if err := c.scalar("alpha", c.alphaP, c.m > 0 && c.n > 0); err != nil {
+	if err := c.scalar("alpha", c.alphaP, some); err != nil {
 		return err
 	}
-	return c.scalar("beta", c.betaP, c.m > 0 && c.n > 0)
+	return c.scalar("beta", c.betaP, some)
 }
 
 func dim(r, name string, v int) error {

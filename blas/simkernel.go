@@ -155,13 +155,16 @@ func (s *simArgs) gemm(k *sim.KernelCall, i int) {
 			for row := 0; row < s.m; row++ {
 				var sum float64
 				for l := 0; l < s.k; l++ {
-					av := a[row+l*ar] // op(A)[row][l]
+					var av, bv float64 // op(A)[row][l], op(B)[l][col]
 					if s.ta.transposed() {
 						av = a[l+row*ar]
+					} else {
+						av = a[row+l*ar]
 					}
-					bv := b[l+col*br] // op(B)[l][col]
 					if s.tb.transposed() {
 						bv = b[col+l*br]
+					} else {
+						bv = b[l+col*br]
 					}
 					sum += av * bv
 				}
