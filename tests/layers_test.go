@@ -107,6 +107,12 @@ func TestLayers(t *testing.T) {
 		forbid(p, allocators, "a backend knows no allocator")
 		forbid(p, []string{"replay", "metrics", "cmd"}, "a backend knows no consumer")
 	}
+	// A binding of a vendor library (blas) takes memory from any allocator
+	// through the contract and knows none of them.
+	for _, p := range []string{"blas"} {
+		forbid(p, allocators, "a binding takes any allocator through the contract")
+		forbid(p, []string{"replay", "metrics", "cmd", "driver", "hip"}, "a binding knows backends only through bind")
+	}
 	for pkg := range deps {
 		if strings.HasPrefix(pkg, "internal/") {
 			forbid(pkg, allocators, "the internal engine knows no allocator")
