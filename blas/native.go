@@ -59,6 +59,10 @@ type libKey struct {
 	path string
 }
 
+// testLoader, when set (by tests only), loads the libraries: a fake
+// library of Go callbacks checks what the engine passes.
+var testLoader bind.Loader
+
 // declarations are the libraries tried for each vendor, in order.
 var declarations = [bind.NumVendors][]*bind.Library{bind.CUDA: {CUBLAS}, bind.HIP: {HIPBLAS, ROCBLAS}}
 
@@ -73,6 +77,9 @@ func load(v bind.Vendor, path string) (*loaded, error) {
 	var opts []bind.Option
 	if path != "" {
 		opts = append(opts, bind.WithPath(path))
+	}
+	if testLoader != nil {
+		opts = append(opts, bind.WithLoader(testLoader))
 	}
 	var errs []error
 	for _, decl := range declarations[v] {
