@@ -151,13 +151,19 @@ func (c *call) checkGemm() error {
 		}
 		for _, o := range [...]struct {
 			name        string
+			p           gpumem.Ptr
+			used        bool
 			ext, stride int64
-		}{{"A", aext, c.sa}, {"B", bext, c.sb}, {"C", cext, c.sc}} {
-			if o.ext == 0 {
+			size        int64
+		}{{"A", c.a, inner, aext, c.sa, int64(c.t.Size())}, {"B", c.b, inner, bext, c.sb, int64(c.t.Size())}, {"C", c.c, some, cext, c.sc, int64(ct.Size())}} {
+			if o.ext == 0 || !o.used {
 				continue
 			}
-			if o.stride > (maxBytes/int64(ct.Size())-o.ext)/int64(c.batch-1) {
+			if o.stride > (maxBytes/o.size-o.ext)/int64(c.batch-1) {
 				return invalid(r, "%s: %d batches of stride %d overflow the address space", o.name, c.batch, o.stride)
+			}
+			if err := span(r, o.name, o.p, (int64(c.batch-1)*o.stride+o.ext)*o.size); err != nil {
+				return err
 			}
 		}
 	}

@@ -44,6 +44,12 @@ func TestShapeErrors(t *testing.T) {
 		{"negative stride", "negative stride", func() error {
 			return h.DgemmStridedBatched(N, N, 2, 2, 2, 1, p, 2, -4, p, 2, 4, 0, p, 2, 4, 2)
 		}},
+		{"batches wrapping", "wrap around", func() error {
+			return h.SgemmStridedBatched(N, N, 2, 2, 2, 1, p, 2, 4, p, 2, 4, 0, ^gpumem.Ptr(0)-1<<20, 2, 1<<16, 64)
+		}},
+		{"batches overflowing", "overflow the address space", func() error {
+			return h.SgemmStridedBatched(N, N, 2, 2, 2, 1, p, 2, 1<<50, p, 2, 4, 0, p, 2, 4, 1<<20)
+		}},
 		{"negative batch", "batch count -1", func() error {
 			return h.DgemmStridedBatched(N, N, 2, 2, 2, 1, p, 2, 4, p, 2, 4, 0, p, 2, 4, -1)
 		}},

@@ -24,12 +24,16 @@ func openGPUBLAS(t *testing.T, backend string) *blasRig {
 	t.Helper()
 	b := openGPU(t, backend)
 	t.Cleanup(func() { b.Close() })
-	if _, err := blas.Open(b, 0); err != nil {
+	probe, err := blas.Open(b, 0)
+	if err != nil {
 		env := map[string]string{"cuda": "GPUMEM_CUBLAS_LIBRARY", "hip": "GPUMEM_HIPBLAS_LIBRARY"}[backend]
 		if errors.Is(err, gpumem.ErrLibraryNotFound) && os.Getenv(env) == "" {
 			t.Skipf("no BLAS library found (set %s): %v", env, err)
 		}
 		t.Fatalf("blas.Open: %v", err)
+	}
+	if err := probe.Close(); err != nil {
+		t.Fatal(err)
 	}
 	return newBLASRig(t, b)
 }
