@@ -76,6 +76,9 @@ fetch() {
 		for deb in "$d"/debs/*.deb; do
 			dpkg -x "$deb" "$d/root"
 		done
+		# rocBLAS's kernel libraries (Tensile code objects, GBs) are loaded
+		# when a handle meets a device; with none they are never read.
+		find "$d/root" -type d -path '*/lib/*/rocblas' -prune -exec rm -rf {} +
 		touch "$d/root/.done"
 	fi
 }
