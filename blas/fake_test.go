@@ -114,12 +114,16 @@ func (f fakeObject) Close() error { return nil }
 type fakeBackend struct {
 	gpumem.Backend
 	name   string
+	cur    uintptr // the make-current function; fakeCur when 0
 	closed atomic.Bool
 }
 
 func (f *fakeBackend) Name() string              { return f.name }
 func (f *fakeBackend) DeviceCount() (int, error) { return 1, nil }
 func (f *fakeBackend) CurrentFunc(dev int) (uintptr, uintptr, *atomic.Bool, error) {
+	if f.cur != 0 {
+		return f.cur, 0, &f.closed, nil
+	}
 	return fakeCur, 0, &f.closed, nil
 }
 
@@ -345,5 +349,49 @@ func TestNativeNoLibrary(t *testing.T) {
 	_, err = Open(&fakeBackend{name: "other"}, 0)
 	if !errors.Is(err, gpumem.ErrNotSupported) {
 		t.Errorf("unknown backend: %v", err)
+	}
+}
+
+// A routine call allocates nothing on the native path. The Go callbacks
+// allocate (purego calls them through reflect), so here every routine is
+// libc's sched_yield, which ignores its arguments and returns 0.
+func TestNativeNoAllocations(t *testing.T) {
+	libc, err := bind.DL("libc.so.6")
+	if err != nil {
+		t.Skipf("no libc.so.6: %v", err)
+	}
+	defer libc.Close()
+	yield, err := libc.Sym("sched_yield")
+	if err != nil {
+		t.Skip(err)
+	}
+	fakeSymbols()
+	fakeMu.Lock()
+	saved := fakeSyms
+	fakeSyms = map[string]uintptr{}
+	for name, addr := range saved {
+		fakeSyms[name] = addr
+	}
+	fakeSyms["cublasSgemm_v2"], fakeSyms["cublasDgemmStridedBatched"] = yield, yield
+	fakeOmit = map[string]bool{}
+	fakeMu.Unlock()
+	defer func() { fakeMu.Lock(); fakeSyms = saved; fakeMu.Unlock() }()
+	testLoader = func(c ...string) (bind.Object, error) { return fakeObject{path: c[0]}, nil }
+	defer func() { testLoader = nil }()
+	h, err := Open(&fakeBackend{name: "cuda", cur: yield}, 0, WithLibrary("fake-cublas-allocs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	const A gpumem.Ptr = 0xa000
+	if n := testing.AllocsPerRun(200, func() {
+		if err := h.Sgemm(NoTrans, Trans, 8, 8, 8, 1, A, 8, A, 8, 0, A, 8); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.DgemmStridedBatched(NoTrans, NoTrans, 8, 8, 8, 1, A, 8, 64, A, 8, 64, 0, A, 8, 64, 4); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations per call pair", n)
 	}
 }
