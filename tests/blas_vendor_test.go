@@ -111,6 +111,10 @@ func blasVendor(t *testing.T, lib *bind.Library, v bind.Vendor, path string) {
 			if !v2 {
 				t.Error("hipBLAS 2.x lacks hipblasGemmEx_v2: the dialect would be misread")
 			}
+		default: // 3.0 and later: hipDataType under either name
+			if !v2 && !ws {
+				t.Errorf("hipBLAS %s.x has neither hipblasGemmEx_v2 nor hipblasSetWorkspace: GemmEx would be read as hipBLAS 1's", major)
+			}
 		}
 	}
 
