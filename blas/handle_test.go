@@ -343,3 +343,35 @@ func TestCapture(t *testing.T) {
 		t.Errorf("after two launches y = %v, want [6 12]", got)
 	}
 }
+
+// A handle on the second device of two runs there, on that device's
+// streams and memory.
+func TestSecondDevice(t *testing.T) {
+	g, err := sim.New(sim.Config{Devices: []sim.DeviceConfig{{}, {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	h, err := blas.Open(g, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if h.Device() != 1 || h.Stream().Device != 1 {
+		t.Errorf("Device %d, Stream %v", h.Device(), h.Stream())
+	}
+	p, err := g.Malloc(1, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Free(1, p)
+	if err := g.CopyToDevice(p, toBytes(blas.F64, []float64{3, 4})); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := h.Dnrm2(2, p, 1); err != nil || r != 5 {
+		t.Errorf("Dnrm2 on device 1 = %v, %v", r, err)
+	}
+	if err := h.SetStream(gpumem.Stream{Device: 0}); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("a stream of device 0: %v", err)
+	}
+}
