@@ -111,7 +111,7 @@ func TestLayers(t *testing.T) {
 	// any backend through bind (or the simulator's own Go implementation)
 	// and know no allocator and no consumer; metrics imports telemetry, not
 	// the other way (metrics/telemetrymetrics joins them).
-	for _, p := range []string{"telemetry", "collective"} {
+	for _, p := range []string{"telemetry", "collective", "blas"} {
 		forbid(p, allocators, "a binding knows no allocator")
 		forbid(p, []string{"driver", "hip", "replay", "metrics", "cmd"}, "a binding reaches a backend through bind and knows no consumer")
 	}

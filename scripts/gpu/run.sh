@@ -5,7 +5,7 @@
 # anchors in one go, writes full logs to $OUT (default /tmp/gpumem-gpu) and
 # prints a short table last.
 #
-#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|snapshot|bench|kernels|transition|telemetry|sleep|collectives]
+#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|snapshot|bench|kernels|transition|telemetry|sleep|collectives|blas]
 set -uo pipefail
 G=${G:-.gpu/final}
 OUT=${OUT:-/tmp/gpumem-gpu}
@@ -237,6 +237,47 @@ if [ "$what" = all ] || [ "$what" = collectives ]; then
 	NCCL_DEBUG=${NCCL_DEBUG:-WARN} $G/tests.test -test.v -test.run 'GPUCollective' -test.timeout 3m >"$OUT/collectives-gpu.txt" 2>&1
 	note "tests.test -test.run GPUCollective exit $?"
 	grep -E '^\s*(--- |ok|FAIL|PASS)|gpu_collective_test.go:[0-9]+' "$OUT/collectives-gpu.txt" | head -40 | tee -a "$summary"
+fi
+
+if [ "$what" = all ] || [ "$what" = blas ]; then
+	# BLAS: cuBLAS through the binding (GPUMEM_CUBLAS_LIBRARY, CUDA 13's
+	# libcublas.so.13 unless set; its libcublasLt beside it) on the caching
+	# allocator's memory, checked against a float64 host reference
+	# (TestGPUBLASCorrectnessCUDA), then sgemm and dgemm 4096^3 from Go
+	# (TestGPUBLASThroughputCUDA) and from torch.mm (torchmm.py, TF32 off),
+	# interleaved in rounds (ROUNDS, default 3); the medians and their ratio.
+	cublas=${GPUMEM_CUBLAS_LIBRARY:-$(ls /usr/local/cuda/targets/x86_64-linux/lib/libcublas.so.13 /usr/local/cuda-13*/targets/x86_64-linux/lib/libcublas.so.13 /usr/local/cuda/lib64/libcublas.so.1[0-9] 2>/dev/null | head -1)}
+	if [ -n "$cublas" ]; then
+		export GPUMEM_CUBLAS_LIBRARY=$cublas
+		export LD_LIBRARY_PATH=$(dirname "$cublas")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	fi
+	note "cublas: ${cublas:-none found}"
+	py=${PYTHON:-$( [ -x /opt/torch/.venv/bin/python ] && echo /opt/torch/.venv/bin/python || echo python3)}
+	$G/tests.test -test.v -test.run 'GPUBLASCorrectness' -test.timeout 5m >"$OUT/blas-gpu.txt" 2>&1; note "tests.test -test.run GPUBLASCorrectness exit $?"
+	grep -E '^\s*(--- |ok|FAIL|PASS)|BLAS library|worst error' "$OUT/blas-gpu.txt" | tee -a "$summary"
+	: >"$OUT/blas-bench.txt"
+	for round in $(seq 1 "${ROUNDS:-3}"); do
+		$G/tests.test -test.run 'GPUBLASThroughputCUDA' -test.v -test.timeout 5m >>"$OUT/blas-bench.txt" 2>&1
+		"$py" scripts/gpu/torchmm.py 4096 >>"$OUT/blas-bench.txt" 2>&1
+	done
+	grep -E '^(BLAS|TORCH) ' "$OUT/blas-bench.txt" | tee -a "$summary"
+	python3 - "$OUT/blas-bench.txt" <<'PY' | tee -a "$summary"
+import re, statistics, sys
+runs = {}
+for l in open(sys.argv[1]):
+    m = re.match(r'(BLAS|TORCH) (\w+) (\d+) TFLOPS=([0-9.]+)', l)
+    if m:
+        runs.setdefault((m.group(2), m.group(1)), []).append(float(m.group(4)))
+print("| 4096^3 | gpumem blas TFLOP/s | torch.mm TFLOP/s | ratio |")
+print("| --- | --- | --- | --- |")
+for op in ("sgemm", "dgemm"):
+    g, t = runs.get((op, "BLAS"), []), runs.get((op, "TORCH"), [])
+    if g and t:
+        mg, mt = statistics.median(g), statistics.median(t)
+        print(f"| {op}, median of {len(g)}/{len(t)} | {mg:.2f} | {mt:.2f} | {mg/mt:.3f} |")
+    else:
+        print(f"| {op} | no figures ({len(g)}/{len(t)}; see blas-bench.txt) | | |")
+PY
 fi
 
 echo

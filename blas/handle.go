@@ -1,0 +1,242 @@
+package blas
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/bind"
+	"github.com/gpumem/gpumem/sim"
+)
+
+// engine runs checked calls: the vendor library through bind (native.go),
+// or Go kernels on the simulator (simengine.go). The Handle's mutex is held
+// around every method.
+type engine interface {
+	// library names what runs the calls ("cublas 12.4.5 (libcublas.so.12)", "sim").
+	library() string
+	setStream(s gpumem.Stream) error
+	// setWorkspace hands the library size bytes at p (ErrNotSupported
+	// where it takes none).
+	setWorkspace(p gpumem.Ptr, size uint64) error
+	run(c *call) error
+	destroy() error
+}
+
+// Handle is a BLAS handle on one device of a backend: the library's handle
+// (cublasHandle_t, hipblasHandle_t, rocblas_handle), the stream its calls
+// are queued on and its workspace. Its methods are safe for concurrent
+// use: a mutex holds the stream, the pointer mode and the call together,
+// as the libraries' handles need (their stream and pointer mode are state
+// of the handle, not of the call).
+type Handle struct {
+	mu     sync.Mutex
+	b      gpumem.Backend
+	dev    int
+	stream gpumem.Stream
+	eng    engine
+	ws     workspace
+	closed bool
+	c      call // the call being made, under mu: no allocation per call
+}
+
+type workspace struct {
+	r    gpumem.Resource
+	p    gpumem.Ptr
+	size uint64
+}
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	stream  gpumem.Stream
+	hasStrm bool
+	wsRes   gpumem.Resource
+	wsSize  uint64
+	path    string
+}
+
+// WithStream queues the handle's calls on s (a stream of the handle's
+// device; the default stream otherwise). SetStream changes it later.
+func WithStream(s gpumem.Stream) Option {
+	return func(o *options) { o.stream, o.hasStrm = s, true }
+}
+
+// WithWorkspace gives the library a workspace of size bytes from r (any
+// gpumem allocator: the caching allocator, a pool), allocated on the
+// handle's stream at Open and returned at Close, in place of the memory the
+// library would otherwise set aside itself. cuBLAS (11+), rocBLAS and
+// hipBLAS 3.0+ take one; with another library Open fails with an error
+// matching gpumem.ErrNotSupported. The simulator accepts and ignores it.
+func WithWorkspace(r gpumem.Resource, size uint64) Option {
+	return func(o *options) { o.wsRes, o.wsSize = r, size }
+}
+
+// WithLibrary loads the BLAS library from path (a file or a soname)
+// instead of the environment variable of its declaration
+// (GPUMEM_CUBLAS_LIBRARY, GPUMEM_HIPBLAS_LIBRARY, GPUMEM_ROCBLAS_LIBRARY) and
+// the usual file names. On HIP the file may be hipBLAS or rocBLAS.
+func WithLibrary(path string) Option { return func(o *options) { o.path = path } }
+
+// Open creates a BLAS handle on device dev of backend b. On CUDA it loads
+// cuBLAS; on HIP hipBLAS, or rocBLAS where hipBLAS is absent; the library
+// is loaded once per process and file. On the simulator (a *sim.GPU) the
+// routines run as Go kernels on the handle's stream, so programs that call
+// them are tested with no GPU. Another backend, one that runs no vendor
+// library, is an error matching gpumem.ErrNotSupported; a library that does
+// not load is a *gpumem.LoadError (gpumem.ErrLibraryNotFound), and a device
+// the library cannot use is the library's status (cuBLAS's
+// NOT_INITIALIZED matches gpumem.ErrNoDevice).
+func Open(b gpumem.Backend, dev int, opts ...Option) (*Handle, error) {
+	if b == nil {
+		return nil, fmt.Errorf("gpumem: blas: Open: nil backend: %w", gpumem.ErrInvalidValue)
+	}
+	var o options
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	n, err := b.DeviceCount()
+	if err != nil {
+		return nil, fmt.Errorf("gpumem: blas: Open: %w", err)
+	}
+	if dev < 0 || dev >= n {
+		return nil, fmt.Errorf("gpumem: blas: Open: device %d of %d: %w", dev, n, gpumem.ErrInvalidValue)
+	}
+	stream := gpumem.Stream{Device: dev}
+	if o.hasStrm {
+		if o.stream.Device != dev {
+			return nil, fmt.Errorf("gpumem: blas: Open: %v is not a stream of device %d: %w", o.stream, dev, gpumem.ErrInvalidValue)
+		}
+		stream = o.stream
+	}
+	if o.wsRes != nil && o.wsSize == 0 {
+		return nil, fmt.Errorf("gpumem: blas: Open: a workspace of 0 bytes: %w", gpumem.ErrInvalidValue)
+	}
+	eng, err := newEngine(b, dev, o.path)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handle{b: b, dev: dev, stream: gpumem.Stream{Device: dev}, eng: eng}
+	if !stream.IsDefault() {
+		if err := eng.setStream(stream); err != nil {
+			_ = eng.destroy()
+			return nil, err
+		}
+		h.stream = stream
+	}
+	if o.wsRes != nil {
+		p, err := o.wsRes.Allocate(o.wsSize, stream)
+		if err != nil {
+			_ = eng.destroy()
+			return nil, fmt.Errorf("gpumem: blas: Open: workspace: %w", err)
+		}
+		h.ws = workspace{r: o.wsRes, p: p, size: o.wsSize}
+		if err := eng.setWorkspace(p, o.wsSize); err != nil {
+			_ = eng.destroy()
+			_ = o.wsRes.Deallocate(p, stream)
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// newEngine picks the engine for b: the vendor library when b runs one,
+// Go kernels on the simulator.
+func newEngine(b gpumem.Backend, dev int, path string) (engine, error) {
+	ctx, err := bind.ContextOf(b, dev)
+	if err == nil {
+		return openNative(b, ctx, path)
+	}
+	if errors.Is(err, gpumem.ErrNotSupported) {
+		if g, ok := b.(*sim.GPU); ok {
+			return openSim(g, dev)
+		}
+	}
+	return nil, fmt.Errorf("gpumem: blas: Open on backend %s: %w", b.Name(), err)
+}
+
+// Device returns the handle's device.
+func (h *Handle) Device() int { return h.dev }
+
+// Library describes what runs the handle's calls: the library, its version
+// and file, or "sim".
+func (h *Handle) Library() string { return h.eng.library() }
+
+// Stream returns the stream the handle's calls are queued on.
+func (h *Handle) Stream() gpumem.Stream {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stream
+}
+
+// SetStream queues the handle's later calls on s, a stream of the handle's
+// device. The workspace, if any, stays the handle's: it is recorded as used
+// on the previous stream (when its allocator tracks streams) and given to
+// the library again where changing streams makes it forget it (cuBLAS).
+func (h *Handle) SetStream(s gpumem.Stream) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return h.closedErr("SetStream")
+	}
+	if s.Device != h.dev {
+		return invalid("SetStream", "%v is not a stream of device %d", s, h.dev)
+	}
+	if s == h.stream {
+		return nil
+	}
+	if err := h.eng.setStream(s); err != nil {
+		return err
+	}
+	if h.ws.p != 0 {
+		if rec, ok := h.ws.r.(gpumem.StreamRecorder); ok {
+			if err := rec.RecordStream(h.ws.p, h.stream); err != nil {
+				return fmt.Errorf("gpumem: blas: SetStream: workspace: %w", err)
+			}
+		}
+		if err := h.eng.setWorkspace(h.ws.p, h.ws.size); err != nil {
+			return err
+		}
+	}
+	h.stream = s
+	return nil
+}
+
+// Close destroys the library's handle and returns the workspace to its
+// allocator, ordered on the handle's stream. Calls after Close fail with an
+// error matching gpumem.ErrClosed; a second Close does nothing.
+func (h *Handle) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	err := h.eng.destroy()
+	if h.ws.p != 0 {
+		if derr := h.ws.r.Deallocate(h.ws.p, h.stream); derr != nil && err == nil {
+			err = fmt.Errorf("gpumem: blas: Close: workspace: %w", derr)
+		}
+		h.ws.p = 0
+	}
+	return err
+}
+
+func (h *Handle) closedErr(routine string) error {
+	return fmt.Errorf("gpumem: blas: %s: handle is closed: %w", routine, gpumem.ErrClosed)
+}
+
+// do checks the call in h.c and runs it; h.mu held.
+func (h *Handle) do() error {
+	if h.closed {
+		return h.closedErr(h.c.routine)
+	}
+	if err := h.c.check(); err != nil {
+		return err
+	}
+	return h.eng.run(&h.c)
+}
