@@ -30,7 +30,7 @@ func TestCompileUsageAndMissingCompiler(t *testing.T) {
 		{[]string{"compile", "--arch", "sm_80", "/nonexistent/k.cu"}, exitUsage, "no such file"},
 		{[]string{"compile", "--arch", "sm_80", "--library", "/nonexistent/libnvrtc.so.12", src}, exitUsage, "/nonexistent/libnvrtc.so.12"},
 		{[]string{"compile", "--arch", "gfx90a", "--library", "/nonexistent/libhiprtc.so.6", src}, exitUsage, "no hiprtc compiler library"},
-		{[]string{"symbols", "--table", "blas"}, exitUsage, "--table must be"},
+		{[]string{"symbols", "--table", "lapack"}, exitUsage, "--table must be"},
 		{[]string{"symbols", "--table", "nvrtc", "--backend", "hip"}, exitUsage, "nvrtc is cuda's"},
 		{[]string{"symbols", "--table", "hiprtc", "--library", "/nonexistent/libhiprtc.so"}, exitUsage, "/nonexistent/libhiprtc.so"},
 	} {
