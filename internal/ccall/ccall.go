@@ -69,6 +69,12 @@ import (
 
 // frame is the block a trampoline reads its arguments from and writes its
 // results to. Its layout is shared with the assembly (see go_asm.h).
+//
+// The Call functions fill it field by field: from a composite literal the
+// compiler builds the frame aside and copies it in 16-byte moves that
+// stall on the 8-byte stores just before them (a failed store-to-load
+// forward), which cost about 7 ns of a 46 ns call (BenchmarkCallPre6Status
+// in the history; scripts/gpu/cgoanchor's BenchmarkTrampoline).
 type frame struct {
 	fn     uintptr
 	a1     uintptr
@@ -80,11 +86,26 @@ type frame struct {
 	pre    uintptr // CallPre6 only
 	preArg uintptr // CallPre6 only
 	r      uintptr // the function's return register
-	failed uintptr // CallPre6, CallGuard6: the stage that stopped the call (0: none)
+	failed uintptr // CallPre6: the stage that stopped the call (0: none)
+}
 
-	guard    uintptr    // CallGuard6 only
-	guardArg uintptr    // CallGuard6 only
-	gout     [2]uintptr // CallGuard6: where guard writes its answer (the first 32 bits are read)
+// frameG is frame with CallGuard6's question: the same fields first, then
+// the guard's. Its layout is shared with the assembly (see go_asm.h).
+type frameG struct {
+	fn       uintptr
+	a1       uintptr
+	a2       uintptr
+	a3       uintptr
+	a4       uintptr
+	a5       uintptr
+	a6       uintptr
+	pre      uintptr
+	preArg   uintptr
+	r        uintptr
+	failed   uintptr    // the stage that stopped the call (0: none)
+	guard    uintptr    // guard function
+	guardArg uintptr    // its first argument
+	gout     [2]uintptr // where guard writes its answer (the first 32 bits are read)
 }
 
 // frame12 is frame for up to twelve arguments (CallPre12). Its layout is
@@ -139,7 +160,8 @@ func runtime_cgocall(fn uintptr, arg unsafe.Pointer) int32
 //
 //go:nosplit
 func Call0(fn uintptr) uintptr {
-	f := frame{fn: fn}
+	var f frame
+	f.fn = fn
 	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
 	return f.r
 }
@@ -148,7 +170,9 @@ func Call0(fn uintptr) uintptr {
 //
 //go:nosplit
 func Call1(fn, a1 uintptr) uintptr {
-	f := frame{fn: fn, a1: a1}
+	var f frame
+	f.fn = fn
+	f.a1 = a1
 	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
 	return f.r
 }
@@ -157,7 +181,10 @@ func Call1(fn, a1 uintptr) uintptr {
 //
 //go:nosplit
 func Call2(fn, a1, a2 uintptr) uintptr {
-	f := frame{fn: fn, a1: a1, a2: a2}
+	var f frame
+	f.fn = fn
+	f.a1 = a1
+	f.a2 = a2
 	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
 	return f.r
 }
@@ -166,7 +193,11 @@ func Call2(fn, a1, a2 uintptr) uintptr {
 //
 //go:nosplit
 func Call3(fn, a1, a2, a3 uintptr) uintptr {
-	f := frame{fn: fn, a1: a1, a2: a2, a3: a3}
+	var f frame
+	f.fn = fn
+	f.a1 = a1
+	f.a2 = a2
+	f.a3 = a3
 	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
 	return f.r
 }
@@ -175,7 +206,12 @@ func Call3(fn, a1, a2, a3 uintptr) uintptr {
 //
 //go:nosplit
 func Call4(fn, a1, a2, a3, a4 uintptr) uintptr {
-	f := frame{fn: fn, a1: a1, a2: a2, a3: a3, a4: a4}
+	var f frame
+	f.fn = fn
+	f.a1 = a1
+	f.a2 = a2
+	f.a3 = a3
+	f.a4 = a4
 	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
 	return f.r
 }
@@ -184,7 +220,13 @@ func Call4(fn, a1, a2, a3, a4 uintptr) uintptr {
 //
 //go:nosplit
 func Call5(fn, a1, a2, a3, a4, a5 uintptr) uintptr {
-	f := frame{fn: fn, a1: a1, a2: a2, a3: a3, a4: a4, a5: a5}
+	var f frame
+	f.fn = fn
+	f.a1 = a1
+	f.a2 = a2
+	f.a3 = a3
+	f.a4 = a4
+	f.a5 = a5
 	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
 	return f.r
 }
@@ -193,7 +235,14 @@ func Call5(fn, a1, a2, a3, a4, a5 uintptr) uintptr {
 //
 //go:nosplit
 func Call6(fn, a1, a2, a3, a4, a5, a6 uintptr) uintptr {
-	f := frame{fn: fn, a1: a1, a2: a2, a3: a3, a4: a4, a5: a5, a6: a6}
+	var f frame
+	f.fn = fn
+	f.a1 = a1
+	f.a2 = a2
+	f.a3 = a3
+	f.a4 = a4
+	f.a5 = a5
+	f.a6 = a6
 	runtime_cgocall(call6ABI0, unsafe.Pointer(&f))
 	return f.r
 }
@@ -209,7 +258,16 @@ func Call6(fn, a1, a2, a3, a4, a5, a6 uintptr) uintptr {
 //
 //go:nosplit
 func CallPre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6 uintptr) (r uintptr, preFailed bool) {
-	f := frame{fn: fn, a1: a1, a2: a2, a3: a3, a4: a4, a5: a5, a6: a6, pre: pre, preArg: preArg}
+	var f frame
+	f.fn = fn
+	f.a1 = a1
+	f.a2 = a2
+	f.a3 = a3
+	f.a4 = a4
+	f.a5 = a5
+	f.a6 = a6
+	f.pre = pre
+	f.preArg = preArg
 	runtime_cgocall(callPre6ABI0, unsafe.Pointer(&f))
 	return f.r, f.failed != 0
 }
@@ -222,8 +280,22 @@ func CallPre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6 uintptr) (r uintptr, preFa
 //
 //go:nosplit
 func CallPre12(pre, preArg, fn, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12 uintptr) (r uintptr, preFailed bool) {
-	f := frame12{fn: fn, a1: a1, a2: a2, a3: a3, a4: a4, a5: a5, a6: a6,
-		a7: a7, a8: a8, a9: a9, a10: a10, a11: a11, a12: a12, pre: pre, preArg: preArg}
+	var f frame12
+	f.fn = fn
+	f.a1 = a1
+	f.a2 = a2
+	f.a3 = a3
+	f.a4 = a4
+	f.a5 = a5
+	f.a6 = a6
+	f.a7 = a7
+	f.a8 = a8
+	f.a9 = a9
+	f.a10 = a10
+	f.a11 = a11
+	f.a12 = a12
+	f.pre = pre
+	f.preArg = preArg
 	runtime_cgocall(callPre12ABI0, unsafe.Pointer(&f))
 	return f.r, f.failed != 0
 }
@@ -271,7 +343,18 @@ const (
 //
 //go:nosplit
 func CallGuard6(pre, preArg, guard, guardArg, fn, a1, a2, a3, a4, a5, a6 uintptr) (r uintptr, stage int) {
-	f := frame{fn: fn, a1: a1, a2: a2, a3: a3, a4: a4, a5: a5, a6: a6, pre: pre, preArg: preArg, guard: guard, guardArg: guardArg}
+	var f frameG
+	f.fn = fn
+	f.a1 = a1
+	f.a2 = a2
+	f.a3 = a3
+	f.a4 = a4
+	f.a5 = a5
+	f.a6 = a6
+	f.pre = pre
+	f.preArg = preArg
+	f.guard = guard
+	f.guardArg = guardArg
 	runtime_cgocall(callGuard6ABI0, unsafe.Pointer(&f))
 	return f.r, int(f.failed)
 }

@@ -104,8 +104,8 @@ TEXT callGuard6<>(SB), NOSPLIT, $32
 	MOVQ AX, 8(SP)
 
 	MOVQ 0(SP), R11
-	MOVQ frame_preArg(R11), DI
-	MOVQ frame_pre(R11), R10
+	MOVQ frameG_preArg(R11), DI
+	MOVQ frameG_pre(R11), R10
 	XORL AX, AX
 	CALL R10
 	MOVQ $1, 24(SP)
@@ -116,9 +116,9 @@ TEXT callGuard6<>(SB), NOSPLIT, $32
 	SUBQ 8(SP), AX
 	ADDQ 0(SP), AX
 	MOVQ AX, R11
-	MOVQ frame_guardArg(R11), DI
-	LEAQ frame_gout(R11), SI
-	MOVQ frame_guard(R11), R10
+	MOVQ frameG_guardArg(R11), DI
+	LEAQ frameG_gout(R11), SI
+	MOVQ frameG_guard(R11), R10
 	XORL AX, AX
 	CALL R10
 	MOVQ $2, 24(SP)
@@ -129,18 +129,18 @@ TEXT callGuard6<>(SB), NOSPLIT, $32
 	SUBQ 8(SP), AX
 	ADDQ 0(SP), AX
 	MOVQ AX, R11
-	MOVL frame_gout(R11), AX
+	MOVL frameG_gout(R11), AX
 	MOVQ $3, 24(SP)
 	TESTL AX, AX
 	JNE  gstop
 
-	MOVQ frame_a1(R11), DI
-	MOVQ frame_a2(R11), SI
-	MOVQ frame_a3(R11), DX
-	MOVQ frame_a4(R11), CX
-	MOVQ frame_a5(R11), R8
-	MOVQ frame_a6(R11), R9
-	MOVQ frame_fn(R11), R10
+	MOVQ frameG_a1(R11), DI
+	MOVQ frameG_a2(R11), SI
+	MOVQ frameG_a3(R11), DX
+	MOVQ frameG_a4(R11), CX
+	MOVQ frameG_a5(R11), R8
+	MOVQ frameG_a6(R11), R9
+	MOVQ frameG_fn(R11), R10
 	XORL AX, AX
 	CALL R10
 	MOVQ AX, 16(SP)
@@ -149,8 +149,8 @@ TEXT callGuard6<>(SB), NOSPLIT, $32
 	SUBQ 8(SP), AX
 	ADDQ 0(SP), AX
 	MOVQ 16(SP), DX
-	MOVQ DX, frame_r(AX)
-	MOVQ $0, frame_failed(AX)
+	MOVQ DX, frameG_r(AX)
+	MOVQ $0, frameG_failed(AX)
 	RET
 
 gstop:
@@ -160,9 +160,9 @@ gstop:
 	SUBQ 8(SP), AX
 	ADDQ 0(SP), AX
 	MOVQ 16(SP), DX
-	MOVQ DX, frame_r(AX)
+	MOVQ DX, frameG_r(AX)
 	MOVQ 24(SP), DX
-	MOVQ DX, frame_failed(AX)
+	MOVQ DX, frameG_failed(AX)
 	RET
 
 GLOBL ·callPre12ABI0(SB), NOPTR|RODATA, $8

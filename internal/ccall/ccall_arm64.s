@@ -120,8 +120,8 @@ TEXT callGuard6<>(SB), NOSPLIT|NOFRAME, $0
 	MOVD R0, 24(RSP)
 
 	MOVD 16(RSP), R9
-	MOVD frame_preArg(R9), R0
-	MOVD frame_pre(R9), R10
+	MOVD frameG_preArg(R9), R0
+	MOVD frameG_pre(R9), R10
 	BL   (R10)
 	MOVD $1, R1
 	MOVD R1, 40(RSP)
@@ -132,9 +132,9 @@ TEXT callGuard6<>(SB), NOSPLIT|NOFRAME, $0
 	SUB  R1, R0, R0
 	MOVD 16(RSP), R1
 	ADD  R1, R0, R9
-	MOVD frame_guardArg(R9), R0
-	ADD  $frame_gout, R9, R1
-	MOVD frame_guard(R9), R10
+	MOVD frameG_guardArg(R9), R0
+	ADD  $frameG_gout, R9, R1
+	MOVD frameG_guard(R9), R10
 	BL   (R10)
 	MOVD $2, R1
 	MOVD R1, 40(RSP)
@@ -145,18 +145,18 @@ TEXT callGuard6<>(SB), NOSPLIT|NOFRAME, $0
 	SUB  R1, R0, R0
 	MOVD 16(RSP), R1
 	ADD  R1, R0, R9
-	MOVWU frame_gout(R9), R0
+	MOVWU frameG_gout(R9), R0
 	MOVD $3, R1
 	MOVD R1, 40(RSP)
 	CBNZW R0, gstop
 
-	MOVD frame_a1(R9), R0
-	MOVD frame_a2(R9), R1
-	MOVD frame_a3(R9), R2
-	MOVD frame_a4(R9), R3
-	MOVD frame_a5(R9), R4
-	MOVD frame_a6(R9), R5
-	MOVD frame_fn(R9), R10
+	MOVD frameG_a1(R9), R0
+	MOVD frameG_a2(R9), R1
+	MOVD frameG_a3(R9), R2
+	MOVD frameG_a4(R9), R3
+	MOVD frameG_a5(R9), R4
+	MOVD frameG_a6(R9), R5
+	MOVD frameG_fn(R9), R10
 	BL   (R10)
 	MOVD R0, 32(RSP)
 
@@ -166,8 +166,8 @@ TEXT callGuard6<>(SB), NOSPLIT|NOFRAME, $0
 	MOVD 16(RSP), R1
 	ADD  R1, R0, R0
 	MOVD 32(RSP), R1
-	MOVD R1, frame_r(R0)
-	MOVD ZR, frame_failed(R0)
+	MOVD R1, frameG_r(R0)
+	MOVD ZR, frameG_failed(R0)
 	LDP.P 64(RSP), (R29, R30)
 	RET
 
@@ -180,9 +180,9 @@ gstop:
 	MOVD 16(RSP), R1
 	ADD  R1, R0, R0
 	MOVD 32(RSP), R1
-	MOVD R1, frame_r(R0)
+	MOVD R1, frameG_r(R0)
 	MOVD 40(RSP), R1
-	MOVD R1, frame_failed(R0)
+	MOVD R1, frameG_failed(R0)
 	LDP.P 64(RSP), (R29, R30)
 	RET
 

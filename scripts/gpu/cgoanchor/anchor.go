@@ -62,6 +62,20 @@ static int anchor_set_get(void) {
 static int anchor_set(void) { return pset(ctx); }
 static int anchor_get(void) { return pget(&out); }
 
+// The trampoline alone, with no driver: labs twice (the "make current"
+// and the call), as one cgo call.
+// (Through a pointer, as the trampoline calls it: gcc would otherwise
+// compute labs inline.)
+static long (*volatile anchor_labs_fn)(long) = labs;
+
+static long anchor_labs2(long x) {
+	long r = anchor_labs_fn(x);
+	if (r == 0) return 0;
+	return anchor_labs_fn(-x);
+}
+
+static void *anchor_labs_addr(void) { return (void *)labs; }
+
 static double anchor_c_loop(long n) {
 	struct timespec a, b;
 	clock_gettime(CLOCK_MONOTONIC, &a);
@@ -89,6 +103,12 @@ func setGet() int { return int(C.anchor_set_get()) }
 // set and get are the pair's halves, one cgo call each.
 func set() int { return int(C.anchor_set()) }
 func get() int { return int(C.anchor_get()) }
+
+// labs2 is labs twice in one cgo call.
+func labs2(x int) int { return int(C.anchor_labs2(C.long(x))) }
+
+// labsAddr is labs's address, for gpumem's call path.
+func labsAddr() uintptr { return uintptr(C.anchor_labs_addr()) }
 
 // cLoop times n pairs in C and returns ns per pair (-1 on failure).
 func cLoop(n int) float64 { return float64(C.anchor_c_loop(C.long(n))) }

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/gpumem/gpumem/driver"
+	"github.com/gpumem/gpumem/internal/ccall"
 	"github.com/gpumem/gpumem/internal/native"
 	"github.com/gpumem/gpumem/internal/symtab"
 )
@@ -59,5 +60,26 @@ func BenchmarkTransition(b *testing.B) {
 			b.Fatal("the C loop failed")
 		}
 		b.ReportMetric(ns, "C-ns/op")
+	})
+}
+
+// BenchmarkTrampoline is the call path alone, on any machine: a function
+// made "current" and a call, both labs, through gpumem's one-transition
+// trampoline and through one cgo call.
+func BenchmarkTrampoline(b *testing.B) {
+	fn := labsAddr()
+	b.Run("gpumem", func(b *testing.B) {
+		for b.Loop() {
+			if r, failed := ccall.CallPre6(fn, 0, fn, ^uintptr(4), 0, 0, 0, 0, 0); failed || r != 5 {
+				b.Fatal(r, failed)
+			}
+		}
+	})
+	b.Run("cgo-one-call", func(b *testing.B) {
+		for b.Loop() {
+			if labs2(-5) != 5 {
+				b.Fatal("labs")
+			}
+		}
 	})
 }
