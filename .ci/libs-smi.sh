@@ -22,22 +22,9 @@ DIR=$(cd "$DIR" && pwd)
 log() { echo "libs-smi: $*" >&2; }
 export DEBIAN_FRONTEND=noninteractive
 
-nonfree=/etc/apt/sources.list.d/gpumem-non-free.sources
-nonfree_list=/etc/apt/sources.list.d/gpumem-non-free.list
+. .ci/nonfree.sh
 if ! apt-cache show libnvidia-ml1 >/dev/null 2>&1; then
-	if [ ! -e "$nonfree" ] && [ ! -e "$nonfree_list" ]; then
-		if [ -f /etc/apt/sources.list.d/debian.sources ]; then
-			log "adding non-free from /etc/apt/sources.list.d/debian.sources"
-			sed -E 's/^Components:.*/Components: non-free/' /etc/apt/sources.list.d/debian.sources >"$nonfree"
-		elif [ -f /etc/apt/sources.list ] && grep -qE '^deb ' /etc/apt/sources.list; then
-			log "adding non-free from /etc/apt/sources.list"
-			grep -E '^deb ' /etc/apt/sources.list |
-				sed -E 's/^(deb( \[[^]]*\])? [^ ]+ [^ ]+).*/\1 non-free/' >"$nonfree_list"
-		else
-			log "no Debian source entries found to copy"
-			exit 1
-		fi
-	fi
+	enable_nonfree || exit 1
 	log "apt-get update"
 	apt-get update -qq >&2
 fi

@@ -38,24 +38,9 @@ DIR=$(cd "$1" && pwd)
 log() { echo "vendor-libs: $*" >&2; }
 export DEBIAN_FRONTEND=noninteractive
 
-# Enable non-free by copying the existing Debian entries (deb822 or one-line
-# format) with only the component changed; never name a mirror ourselves.
-nonfree=/etc/apt/sources.list.d/gpumem-non-free.sources
-nonfree_list=/etc/apt/sources.list.d/gpumem-non-free.list
-if [ ! -e "$nonfree" ] && [ ! -e "$nonfree_list" ]; then
-	if [ -f /etc/apt/sources.list.d/debian.sources ]; then
-		log "adding non-free from /etc/apt/sources.list.d/debian.sources"
-		sed -E 's/^Components:.*/Components: non-free/' /etc/apt/sources.list.d/debian.sources >"$nonfree"
-	elif [ -f /etc/apt/sources.list ] && grep -qE '^deb ' /etc/apt/sources.list; then
-		log "adding non-free from /etc/apt/sources.list"
-		# keep "deb [opts] URI SUITE", replace the components with non-free
-		grep -E '^deb ' /etc/apt/sources.list |
-			sed -E 's/^(deb( \[[^]]*\])? [^ ]+ [^ ]+).*/\1 non-free/' >"$nonfree_list"
-	else
-		log "no Debian source entries found to copy"
-		exit 1
-	fi
-fi
+# Enable non-free (.ci/nonfree.sh).
+. "$(dirname "$0")/nonfree.sh"
+enable_nonfree || exit 1
 
 log "apt-get update"
 apt-get update -qq >&2
