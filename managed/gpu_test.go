@@ -293,6 +293,13 @@ func TestGPUManagedMoveBandwidth(t *testing.T) {
 		{"advice, then prefetch", seq(append(hostAdv, prefetch(hostLoc), sync)...)},
 		{"prefetch, then advice", seq(append([]func() error{prefetch(hostLoc)}, append(hostAdv, sync)...)...)},
 		{"bare prefetch", seq(prefetch(hostLoc), sync)},
+		// Which advice costs: each alone before the prefetch, the
+		// device's preference dropped, and the full advice after the
+		// migration has completed (timed with it).
+		{"prefer host, then prefetch", seq(advise(gpumem.AdviseSetPreferredLocation, hostLoc), prefetch(hostLoc), sync)},
+		{"accessed-by, then prefetch", seq(advise(gpumem.AdviseSetAccessedBy, dev), prefetch(hostLoc), sync)},
+		{"no preference, then prefetch", seq(advise(gpumem.AdviseUnsetPreferredLocation, hostLoc), prefetch(hostLoc), sync)},
+		{"prefetch, sync, then advice", seq(append([]func() error{prefetch(hostLoc), sync}, hostAdv...)...)},
 	}
 	hostBest := make([]time.Duration, len(hostVariants))
 	for i := 0; i < 3; i++ {
