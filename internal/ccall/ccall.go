@@ -129,13 +129,21 @@ const MaxArgs = 24
 
 // frameN is frame for up to MaxArgs arguments (CallN). Its layout is shared
 // with the assembly (see go_asm.h).
+//
+// The arguments stay where the caller has them (args points at the first,
+// n counts them): the trampoline copies them onto the system stack on
+// entry, before pre runs, so CallN's own frame stays small (its callers are
+// nosplit and share the goroutine stack's nosplit budget with
+// runtime.cgocall, which is deepest on darwin) and a stack moved by a
+// callback during pre cannot leave the trampoline reading the old one.
 type frameN struct {
 	fn     uintptr
 	pre    uintptr
 	preArg uintptr
 	r      uintptr
 	failed uintptr
-	a      [MaxArgs]uintptr
+	args   unsafe.Pointer
+	n      uintptr
 }
 
 // Addresses of the trampolines (ABI0, entered with the C calling convention
@@ -317,7 +325,9 @@ func CallN(pre, preArg, fn uintptr, args []uintptr) (r uintptr, preFailed, ok bo
 	}
 	var f frameN
 	f.fn, f.pre, f.preArg = fn, pre, preArg
-	copy(f.a[:], args)
+	if len(args) > 0 {
+		f.args, f.n = unsafe.Pointer(&args[0]), uintptr(len(args))
+	}
 	runtime_cgocall(callNABI0, unsafe.Pointer(&f))
 	return f.r, f.failed != 0, true
 }

@@ -237,11 +237,28 @@ DATA ·callNABI0(SB)/8, $callN<>(SB)
 
 // callN: pre(preArg) unless pre is 0; if that returned 0, fn(a[0..23]) with
 // a[0..5] in registers and a[6..23] in the C stack's argument slots
-// 0(SP)..136(SP). Local slots: 144(SP) frame pointer at entry, 152(SP)
-// stack top at entry, 160(SP) result. A frame of 176 bytes keeps SP 16-byte
-// aligned at the inner CALLs.
-TEXT callN<>(SB), NOSPLIT, $176
+// 0(SP)..136(SP). On entry, before pre can run, fn and the frame's n
+// argument words are copied to this (system) stack. Local slots: 144(SP)
+// frame pointer at entry, 152(SP) stack top at entry, 160(SP) result,
+// 168(SP) fn, 176(SP)..360(SP) the argument words. A frame of 368 bytes
+// keeps SP 16-byte aligned at the inner CALLs.
+TEXT callN<>(SB), NOSPLIT, $368
 	MOVQ DI, 144(SP)
+	MOVQ frameN_fn(DI), AX
+	MOVQ AX, 168(SP)
+	MOVQ frameN_args(DI), SI
+	MOVQ frameN_n(DI), CX
+	LEAQ 176(SP), DX
+	TESTQ CX, CX
+	JEQ  copiedN
+copyInN:
+	MOVQ 0(SI), AX
+	MOVQ AX, 0(DX)
+	ADDQ $8, SI
+	ADDQ $8, DX
+	DECQ CX
+	JNE  copyInN
+copiedN:
 	CALL _cgo_topofstack(SB)
 	MOVQ AX, 152(SP)
 
@@ -256,26 +273,21 @@ TEXT callN<>(SB), NOSPLIT, $176
 	JNE  prefailedN
 
 nopreN:
-	CALL _cgo_topofstack(SB)
-	SUBQ 152(SP), AX
-	ADDQ 144(SP), AX
-	MOVQ AX, R11
-	LEAQ frameN_a(R11), SI
 	// a[6..23] to the argument slots
 	MOVQ $0, CX
 copyN:
-	MOVQ 48(SI)(CX*8), AX
+	MOVQ 224(SP)(CX*8), AX
 	MOVQ AX, 0(SP)(CX*8)
 	INCQ CX
 	CMPQ CX, $18
 	JLT  copyN
-	MOVQ 0(SI), DI
-	MOVQ 16(SI), DX
-	MOVQ 24(SI), CX
-	MOVQ 32(SI), R8
-	MOVQ 40(SI), R9
-	MOVQ 8(SI), SI
-	MOVQ frameN_fn(R11), R10
+	MOVQ 176(SP), DI
+	MOVQ 184(SP), SI
+	MOVQ 192(SP), DX
+	MOVQ 200(SP), CX
+	MOVQ 208(SP), R8
+	MOVQ 216(SP), R9
+	MOVQ 168(SP), R10
 	XORL AX, AX
 	CALL R10
 	MOVQ AX, 160(SP)

@@ -265,11 +265,26 @@ DATA ·callNABI0(SB)/8, $callN<>(SB)
 // callN: pre(preArg) unless pre is 0; if that returned 0, fn(a[0..23]) with
 // a[0..7] in R0-R7 and a[8..23] in the C stack's argument slots: 128 bytes
 // pushed below the frame just before the call (RSP stays 16-byte aligned)
-// and popped after it. Frame (48 bytes) as callPre6's.
+// and popped after it. On entry, before pre can run, fn and the frame's n
+// argument words are copied to this (system) stack. Frame (240 bytes): 0
+// R29, 8 R30, 16 the frame pointer at entry, 24 the stack top at entry, 32
+// the result, 40 fn, 48..232 the argument words.
 TEXT callN<>(SB), NOSPLIT|NOFRAME, $0
-	STP.W (R29, R30), -48(RSP)
+	STP.W (R29, R30), -240(RSP)
 	MOVD  RSP, R29
 	MOVD R0, 16(RSP)
+	MOVD frameN_fn(R0), R1
+	MOVD R1, 40(RSP)
+	MOVD frameN_args(R0), R8
+	MOVD frameN_n(R0), R3
+	ADD  $48, RSP, R2
+	CBZ  R3, copiedN
+copyInN:
+	MOVD.P 8(R8), R4
+	MOVD.P R4, 8(R2)
+	SUBS $1, R3, R3
+	BNE  copyInN
+copiedN:
 	BL   _cgo_topofstack(SB)
 	MOVD R0, 24(RSP)
 
@@ -281,14 +296,9 @@ TEXT callN<>(SB), NOSPLIT|NOFRAME, $0
 	CBNZW R0, prefailedN
 
 nopreN:
-	BL   _cgo_topofstack(SB)
-	MOVD 24(RSP), R1
-	SUB  R1, R0, R0
-	MOVD 16(RSP), R1
-	ADD  R1, R0, R9
 	SUB  $128, RSP, RSP
-	ADD  $frameN_a, R9, R8
-	ADD  $64, R8, R8
+	// the argument words are now at 176(RSP); a[8..23] at 240(RSP)
+	ADD  $240, RSP, R8
 	MOVD RSP, R2
 	MOVD $16, R3
 copyN:
@@ -296,7 +306,7 @@ copyN:
 	MOVD.P R4, 8(R2)
 	SUBS $1, R3, R3
 	BNE  copyN
-	ADD  $frameN_a, R9, R8
+	ADD  $176, RSP, R8
 	MOVD 0(R8), R0
 	MOVD 8(R8), R1
 	MOVD 16(R8), R2
@@ -305,7 +315,7 @@ copyN:
 	MOVD 40(R8), R5
 	MOVD 48(R8), R6
 	MOVD 56(R8), R7
-	MOVD frameN_fn(R9), R10
+	MOVD 168(RSP), R10
 	BL   (R10)
 	ADD  $128, RSP, RSP
 	MOVD R0, 32(RSP)
@@ -318,7 +328,7 @@ copyN:
 	MOVD 32(RSP), R1
 	MOVD R1, frameN_r(R0)
 	MOVD ZR, frameN_failed(R0)
-	LDP.P 48(RSP), (R29, R30)
+	LDP.P 240(RSP), (R29, R30)
 	RET
 
 prefailedN:
@@ -333,5 +343,5 @@ prefailedN:
 	MOVD R1, frameN_r(R0)
 	MOVD $1, R1
 	MOVD R1, frameN_failed(R0)
-	LDP.P 48(RSP), (R29, R30)
+	LDP.P 240(RSP), (R29, R30)
 	RET
