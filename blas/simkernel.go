@@ -3,6 +3,7 @@ package blas
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/sim"
@@ -105,9 +106,12 @@ func (s *simArgs) gemv(k *sim.KernelCall) {
 	lx, ly := gemvLens(s.ta, s.m, s.n)
 	a := readMat(k, s.a, s.t, s.m, s.n, s.lda)
 	x := readVec(k, s.b, s.t, lx, s.incx)
-	y := make([]float64, ly)
+	var y []float64
 	if beta != 0 {
 		y = readVec(k, s.c, s.t, ly, s.incy)
+	} else {
+		probeSpan(k, s.c, vecBytes(s.t, ly, s.incy))
+		y = make([]float64, ly)
 	}
 	for i := range y {
 		var sum float64
@@ -139,12 +143,15 @@ func (s *simArgs) gemm(k *sim.KernelCall, i int) {
 	}
 	alpha, beta := s.scalar(k, s.alpha, s.aP, st), s.scalar(k, s.beta, s.bP, st)
 	cp := s.c.Add(uint64(int64(i) * s.sc * int64(ct.Size())))
-	c := make([]float64, s.m*s.n)
+	var c []float64
 	if beta != 0 {
 		c = readMat(k, cp, ct, s.m, s.n, s.ldc)
 		for j := range c {
 			c[j] *= beta
 		}
+	} else {
+		probeSpan(k, cp, matBytes(ct, s.m, s.n, s.ldc))
+		c = make([]float64, s.m*s.n)
 	}
 	if alpha != 0 && s.k > 0 {
 		ar, ac := stored(s.ta, s.m, s.k)
@@ -247,8 +254,7 @@ func vecIndex(i, n, inc int) int {
 func readVec(k *sim.KernelCall, p gpumem.Ptr, t Type, n, inc int) []float64 {
 	abs := max(inc, -inc)
 	size := t.Size()
-	buf := make([]byte, ((n-1)*abs+1)*size)
-	k.Read(p, buf)
+	buf := readSpan(k, p, ((n-1)*abs+1)*size)
 	v := make([]float64, n)
 	for i := range v {
 		o := vecIndex(i, n, inc) * size
@@ -280,8 +286,7 @@ func writeVec(k *sim.KernelCall, p gpumem.Ptr, t Type, inc int, v []float64) {
 // ld (rows, cols > 0) into a dense one (leading dimension rows).
 func readMat(k *sim.KernelCall, p gpumem.Ptr, t Type, rows, cols, ld int) []float64 {
 	size := t.Size()
-	buf := make([]byte, ((cols-1)*ld+rows)*size)
-	k.Read(p, buf)
+	buf := readSpan(k, p, matBytes(t, rows, cols, ld))
 	v := make([]float64, rows*cols)
 	for j := 0; j < cols; j++ {
 		for i := 0; i < rows; i++ {
@@ -290,6 +295,42 @@ func readMat(k *sim.KernelCall, p gpumem.Ptr, t Type, rows, cols, ld int) []floa
 		}
 	}
 	return v
+}
+
+// matBytes is the span of a rows x cols matrix with leading dimension ld.
+func matBytes(t Type, rows, cols, ld int) int { return ((cols-1)*ld + rows) * t.Size() }
+
+// vecBytes is the span of an n-element vector with increment inc.
+func vecBytes(t Type, n, inc int) int { return ((n-1)*max(inc, -inc) + 1) * t.Size() }
+
+// spanChunk is the most a kernel reads at once: what it sets aside for an
+// operand grows only as reads of it succeed.
+const spanChunk = 1 << 20
+
+// readSpan reads n bytes at p chunk by chunk. A span that runs past its
+// allocation faults the kernel at the first chunk outside it, before the
+// kernel has set aside more memory than the allocation covers: Go checks
+// shapes, not allocations, so a span may claim hundreds of GiB.
+func readSpan(k *sim.KernelCall, p gpumem.Ptr, n int) []byte {
+	var buf []byte
+	for off := 0; off < n; {
+		c := min(n-off, spanChunk)
+		buf = slices.Grow(buf, c)[:off+c]
+		k.Read(p.Add(uint64(off)), buf[off:])
+		off += c
+	}
+	return buf
+}
+
+// probeSpan checks that n bytes at p lie in device memory, chunk by chunk,
+// before the kernel sets aside a result it will write there.
+func probeSpan(k *sim.KernelCall, p gpumem.Ptr, n int) {
+	buf := make([]byte, min(n, spanChunk))
+	for off := 0; off < n; {
+		c := min(n-off, spanChunk)
+		k.Read(p.Add(uint64(off)), buf[:c])
+		off += c
+	}
 }
 
 // writeMat writes a dense rows x cols matrix to one with leading dimension
