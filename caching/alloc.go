@@ -66,6 +66,7 @@ func (a *Allocator) allocate(size uint64, s gpumem.Stream, keep bool) (gpumem.Pt
 		d.stats.NumOOMs++
 		d.recordLocked(gpumem.ActionOOM, s.Handle, 0, size)
 		d.mu.Unlock()
+		oom.NoteOtherProcesses(a.b) // outside d.mu: it may open a telemetry library
 		a.hooks.Notify(func() *gpumem.OutOfMemoryError { return oom })
 		return 0, oom
 	}

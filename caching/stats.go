@@ -168,7 +168,8 @@ func (d *device) oomErrorLocked(size uint64, cause error) *gpumem.OutOfMemoryErr
 	st := d.statsLocked()
 	st.NumOOMs++ // this failure, counted by the caller after
 	e.Stats = &st
-	e.NoteOtherProcesses(d.a.b)
+	// Others is filled by the caller once d.mu is released: the hook may
+	// open NVML or ROCm SMI, which must not stall the device's other calls.
 	switch {
 	case d.capped && reserved+segmentSize(size) > d.limit:
 		e.Hint = "The memory fraction's cap is reached: raise per_process_memory_fraction in GPUMEM_ALLOC_CONF or free memory"

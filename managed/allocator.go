@@ -201,7 +201,11 @@ func (a *Allocator) guardError(dev int, size, cur uint64) *gpumem.OutOfMemoryErr
 		Hint: fmt.Sprintf("The oversubscription guard holds managed memory to %s (Options.MaxDeviceFraction %.2f of the smallest device): raise MaxDeviceFraction, or set Options.AllowOversubscription to oversubscribe explicitly",
 			gpumem.FormatBytes(a.limit), a.opts.MaxDeviceFraction),
 	}
-	return e.NoteOtherProcesses(a.b)
+	// No NoteOtherProcesses here: the guard refuses inside a pool's
+	// Upstream call, under the pool's device lock, and the pool's own
+	// out-of-memory error (which Alloc returns) asks the hook once that
+	// lock is released.
+	return e
 }
 
 // initialHints applies the seed's hints to a new segment: device memory
