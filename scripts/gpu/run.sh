@@ -5,7 +5,7 @@
 # anchors in one go, writes full logs to $OUT (default /tmp/gpumem-gpu) and
 # prints a short table last.
 #
-#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|snapshot|bench|kernels|transition|telemetry|sleep|collectives|blas]
+#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|snapshot|record|bench|kernels|transition|telemetry|sleep|collectives|blas]
 set -uo pipefail
 G=${G:-.gpu/final}
 OUT=${OUT:-/tmp/gpumem-gpu}
@@ -99,6 +99,20 @@ if [ "$what" = all ] || [ "$what" = snapshot ]; then
 	[ -x $W/ptreplay ] && $W/ptreplay "$W/train.trace" torch 2>&1 | sed 's/^/snapshot anchor: /' | tee -a "$summary"
 	gzip -9 -k "$OUT/train.pickle"
 	rm -f "$OUT/train.pickle"
+fi
+
+if [ "$what" = record ]; then
+	# Three more real programs' snapshots (scripts/gpu/record_workloads.py),
+	# converted to traces under $OUT/traces for testdata/traces.
+	PY=python3
+	[ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
+	mkdir -p "$OUT/traces"
+	for w in unet kvserve cnn; do
+		$PY scripts/gpu/record_workloads.py $w "$W/$w.pickle" 2>&1 | tail -3 | tee -a "$summary"
+		$G/gpumem convert -o "$OUT/traces/$w.trace.gz" "$W/$w.pickle" 2>&1 | tee -a "$summary"
+		rm -f "$W/$w.pickle"
+	done
+	ls -l "$OUT/traces" | tee -a "$summary"
 fi
 
 if [ "$what" = telemetry ]; then

@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""Records PyTorch memory snapshots of three real programs of other kinds
+than the bundled traces' (which are GPT training), for the replays:
+
+  unet     a diffusion U-Net (convolutions, group norm, attention at the
+           lowest resolution, skip connections) trained as a denoiser,
+           AdamW, bf16 autocast, image side and batch drawn anew every step
+  kvserve  a decoder serving requests: batches of prompts of different
+           lengths, prefill, then token-by-token decoding with a key/value
+           cache that grows by concatenation; requests end at different
+           lengths and leave the batch, new batches arrive (no grad)
+  cnn      a residual convolutional network trained with a batch size that
+           changes every step (a data loader's tail batches, a scheduler
+           that ramps the batch), SGD with momentum, channels-last, bf16
+
+Weights and data are random: the allocation pattern, not the numbers, is
+what is recorded. Usage (a machine with PyTorch and a CUDA GPU):
+
+    python3 scripts/gpu/record_workloads.py WORKLOAD OUT.pickle [--seed S]
+
+gpumem convert OUT.pickle turns the snapshot into a trace.
+"""
+import argparse
+import random
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+# ---- unet -------------------------------------------------------------------
+
+class ResBlock(nn.Module):
+    def __init__(self, cin, cout, tdim):
+        super().__init__()
+        self.n1 = nn.GroupNorm(8, cin)
+        self.c1 = nn.Conv2d(cin, cout, 3, padding=1)
+        self.t = nn.Linear(tdim, cout)
+        self.n2 = nn.GroupNorm(8, cout)
+        self.c2 = nn.Conv2d(cout, cout, 3, padding=1)
+        self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()
+
+    def forward(self, x, temb):
+        h = self.c1(F.silu(self.n1(x)))
+        h = h + self.t(temb)[:, :, None, None]
+        h = self.c2(F.silu(self.n2(h)))
+        return h + self.skip(x)
+
+
+class Attn(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.n = nn.GroupNorm(8, c)
+        self.qkv = nn.Conv2d(c, 3 * c, 1)
+        self.o = nn.Conv2d(c, c, 1)
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        q, k, v = self.qkv(self.n(x)).reshape(b, 3, 4, c // 4, h * w).unbind(1)
+        y = F.scaled_dot_product_attention(q.transpose(-1, -2), k.transpose(-1, -2), v.transpose(-1, -2))
+        return x + self.o(y.transpose(-1, -2).reshape(b, c, h, w))
+
+
+class UNet(nn.Module):
+    def __init__(self, base=128, mults=(1, 2, 3, 4)):
+        super().__init__()
+        tdim = base * 4
+        self.temb = nn.Sequential(nn.Linear(base, tdim), nn.SiLU(), nn.Linear(tdim, tdim))
+        self.base = base
+        self.inp = nn.Conv2d(3, base, 3, padding=1)
+        chans = [base * m for m in mults]
+        self.down, self.pool = nn.ModuleList(), nn.ModuleList()
+        c = base
+        skips = []
+        for i, co in enumerate(chans):
+            self.down.append(nn.ModuleList([ResBlock(c, co, tdim), ResBlock(co, co, tdim)]))
+            skips.append(co)
+            c = co
+            self.pool.append(nn.Conv2d(c, c, 3, stride=2, padding=1) if i < len(chans) - 1 else nn.Identity())
+        self.mid1, self.mida, self.mid2 = ResBlock(c, c, tdim), Attn(c), ResBlock(c, c, tdim)
+        self.up, self.ups = nn.ModuleList(), nn.ModuleList()
+        for i, co in reversed(list(enumerate(chans))):
+            self.up.append(nn.ModuleList([ResBlock(c + skips[i], co, tdim), ResBlock(co, co, tdim)]))
+            c = co
+            self.ups.append(nn.Upsample(scale_factor=2) if i > 0 else nn.Identity())
+        self.out = nn.Sequential(nn.GroupNorm(8, c), nn.SiLU(), nn.Conv2d(c, 3, 3, padding=1))
+
+    def forward(self, x, t):
+        half = self.base // 2
+        f = torch.exp(-torch.arange(half, device=x.device) * (9.2 / half))
+        e = t[:, None] * f[None]
+        temb = self.temb(torch.cat([e.sin(), e.cos()], 1))
+        h = self.inp(x)
+        hs = []
+        for blocks, pool in zip(self.down, self.pool):
+            for b in blocks:
+                h = b(h, temb)
+            hs.append(h)
+            h = pool(h)
+        h = self.mid2(self.mida(self.mid1(h, temb)), temb)
+        for blocks, up in zip(self.up, self.ups):
+            h = blocks[0](torch.cat([h, hs.pop()], 1), temb)
+            h = blocks[1](h, temb)
+            h = up(h)
+        return self.out(h)
+
+
+def unet(dev, steps):
+    model = UNet().to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for _ in range(steps):
+        side = random.choice([64, 96, 128])
+        batch = random.choice([8, 16, 24, 32])
+        x0 = torch.randn(batch, 3, side, side, device=dev)
+        t = torch.rand(batch, device=dev) * 1000
+        noise = torch.randn_like(x0)
+        a = (1 - t / 1000)[:, None, None, None]
+        xt = a.sqrt() * x0 + (1 - a).sqrt() * noise
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.mse_loss(model(xt, t).float(), noise)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del x0, t, noise, xt, loss
+
+
+# ---- kvserve ----------------------------------------------------------------
+
+class DecLayer(nn.Module):
+    def __init__(self, w, heads):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(w), nn.LayerNorm(w)
+        self.qkv, self.proj = nn.Linear(w, 3 * w), nn.Linear(w, w)
+        self.fc, self.out = nn.Linear(w, 4 * w), nn.Linear(4 * w, w)
+        self.heads = heads
+
+    def forward(self, x, cache):
+        b, t, c = x.shape
+        hd = c // self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(c, 2)
+        q, k, v = (z.view(b, t, self.heads, hd).transpose(1, 2) for z in (q, k, v))
+        if cache is not None:
+            k = torch.cat([cache[0], k], 2)
+            v = torch.cat([cache[1], v], 2)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+        return x + self.out(F.gelu(self.fc(self.ln2(x)))), (k, v)
+
+
+class Decoder(nn.Module):
+    def __init__(self, vocab=32000, w=1024, layers=8, heads=16, ctx=4096):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, w), nn.Embedding(ctx, w)
+        self.layers = nn.ModuleList(DecLayer(w, heads) for _ in range(layers))
+        self.ln, self.head = nn.LayerNorm(w), nn.Linear(w, vocab, bias=False)
+
+    def forward(self, idx, start, caches):
+        t = idx.shape[1]
+        x = self.tok(idx) + self.pos(torch.arange(start, start + t, device=idx.device))
+        new = []
+        for i, layer in enumerate(self.layers):
+            x, kv = layer(x, caches[i] if caches else None)
+            new.append(kv)
+        return self.head(self.ln(x[:, -1:])), new
+
+
+def kvserve(dev, steps):
+    model = Decoder().to(dev).to(torch.bfloat16).eval()
+    with torch.no_grad():
+        for _ in range(steps):
+            batch = random.choice([1, 2, 4, 8, 12, 16])
+            prompt = random.choice([32, 128, 256, 512, 1024, 1536])
+            ends = sorted(random.randint(8, 128) for _ in range(batch))
+            idx = torch.randint(0, 32000, (batch, prompt), device=dev)
+            logits, caches = model(idx, 0, None)
+            pos, done = prompt, 0
+            while done < len(ends) and pos < 4000:
+                nxt = torch.argmax(logits[:, -1], -1, keepdim=True)
+                logits, caches = model(nxt, pos, caches)
+                pos += 1
+                # requests that reached their length leave the batch
+                while done < len(ends) and pos - prompt >= ends[done]:
+                    done += 1
+                    keep = len(ends) - done
+                    if keep == 0:
+                        break
+                    caches = [(k[-keep:].contiguous(), v[-keep:].contiguous()) for k, v in caches]
+                    logits = logits[-keep:]
+            del idx, logits, caches
+
+
+# ---- cnn ----------------------------------------------------------------------
+
+class Basic(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.b1 = nn.BatchNorm2d(cout)
+        self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.b2 = nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = F.relu(self.b1(self.c1(x)))
+        y = self.b2(self.c2(y))
+        return F.relu(y + (self.down(x) if self.down is not None else x))
+
+
+class ResNet(nn.Module):
+    def __init__(self, classes=1000):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                                  nn.MaxPool2d(3, 2, 1))
+        layers, c = [], 64
+        for co, n, s in [(64, 2, 1), (128, 2, 2), (256, 2, 2), (512, 2, 2)]:
+            for i in range(n):
+                layers.append(Basic(c, co, s if i == 0 else 1))
+                c = co
+        self.body = nn.Sequential(*layers)
+        self.fc = nn.Linear(c, classes)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.body(self.stem(x)), 1), 1))
+
+
+def cnn(dev, steps):
+    model = ResNet().to(dev).to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for step in range(steps):
+        # a ramp, a tail batch at each "epoch" end, and random jitter
+        batch = min(512, 32 * (1 + step // 3)) if step % 7 else random.randint(5, 97)
+        side = random.choice([160, 192, 224])
+        x = torch.randn(batch, 3, side, side, device=dev).to(memory_format=torch.channels_last)
+        y = torch.randint(0, 1000, (batch,), device=dev)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del x, y, loss
+
+
+WORKLOADS = {"unet": (unet, 40), "kvserve": (kvserve, 12), "cnn": (cnn, 40)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("workload", choices=sorted(WORKLOADS))
+    ap.add_argument("out")
+    ap.add_argument("--steps", type=int, default=0, help="0: the workload's default")
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    random.seed(a.seed)
+    torch.manual_seed(a.seed)
+    dev = torch.device("cuda")
+    fn, steps = WORKLOADS[a.workload]
+    torch.cuda.memory._record_memory_history(enabled="all", context=None, max_entries=2_000_000)
+    fn(dev, a.steps or steps)
+    torch.cuda.synchronize()
+    torch.cuda.memory._dump_snapshot(a.out)
+    torch.cuda.memory._record_memory_history(enabled=None)
+    print("workload", a.workload, "torch", torch.__version__, "device", torch.cuda.get_device_name(),
+          "steps", a.steps or steps, "seed", a.seed,
+          "peak_allocated", torch.cuda.max_memory_allocated(),
+          "peak_reserved", torch.cuda.max_memory_reserved(), "snapshot", a.out)
+
+
+if __name__ == "__main__":
+    main()
