@@ -3,6 +3,7 @@ package caching
 import (
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/gpumem/gpumem"
 )
@@ -244,6 +245,16 @@ func (d *device) unmapChunkLocked(seg *segment, i uint64, keep bool) bool {
 	if d.a.b.MemUnmap(addr, e.chunk) != nil {
 		return false
 	}
+	d.forgetChunkLocked(seg, i, keep)
+	return true
+}
+
+// forgetChunkLocked is the bookkeeping of unmapping chunk i of seg, after the
+// unmap: its physical memory is kept for the mapping underway (keep) or
+// released, and it is counted and recorded. d.mu must be held.
+func (d *device) forgetChunkLocked(seg *segment, i uint64, keep bool) {
+	e := seg.exp
+	addr := seg.addr.Add(i * e.chunk)
 	if keep && d.keepChunk == e.chunk {
 		d.kept = append(d.kept, e.handles[i])
 	} else if d.a.b.MemRelease(e.handles[i]) != nil {
@@ -255,7 +266,28 @@ func (d *device) unmapChunkLocked(seg *segment, i uint64, keep bool) bool {
 	d.stats.ReservedBytes.Add(seg.pool.statType(), -int64(e.chunk))
 	d.stats.NumDeviceFree++
 	d.recordLocked(gpumem.ActionSegmentUnmap, seg.stream.Handle, addr, e.chunk)
-	return true
+}
+
+// unmapRunLocked unmaps the mapped chunks [i, j) of seg in one call (an
+// unmap costs tens of microseconds on a GPU whatever its size), keeping
+// their physical memory for a mapping underway as unmapChunkLocked does;
+// if the call fails, chunk by chunk. It returns the chunks unmapped.
+// d.mu must be held.
+func (d *device) unmapRunLocked(seg *segment, i, j uint64) uint64 {
+	e := seg.exp
+	if j-i == 1 || d.a.b.MemUnmap(seg.addr.Add(i*e.chunk), (j-i)*e.chunk) != nil {
+		var n uint64
+		for k := i; k < j; k++ {
+			if d.unmapChunkLocked(seg, k, true) {
+				n++
+			}
+		}
+		return n
+	}
+	for k := i; k < j; k++ {
+		d.forgetChunkLocked(seg, k, true)
+	}
+	return j - i
 }
 
 // releaseKeptLocked releases the physical memory that a mapping kept but did not
@@ -281,10 +313,17 @@ func (d *device) unmapFreeLocked(seg *segment, limit uint64) uint64 {
 		off := uint64(b.addr - seg.addr)
 		first := (off + e.chunk - 1) / e.chunk
 		end := (off + b.size) / e.chunk // exclusive
-		for i := first; i < end && freed < limit; i++ {
-			if e.mapped[i] && d.unmapChunkLocked(seg, i, true) {
-				freed += e.chunk
+		for i := first; i < end && freed < limit; {
+			if !e.mapped[i] {
+				i++
+				continue
 			}
+			j := i + 1 // a run of mapped chunks, no longer than the limit needs
+			for j < end && e.mapped[j] && freed+(j-i)*e.chunk < limit {
+				j++
+			}
+			freed += d.unmapRunLocked(seg, i, j) * e.chunk
+			i = j
 		}
 	}
 	return freed
@@ -302,6 +341,9 @@ func (d *device) unmapForGrowthLocked(need uint64) {
 	if len(cands) == 0 {
 		return
 	}
+	// In address order, so that a run is repeatable (the segments are a
+	// map's keys).
+	sort.Slice(cands, func(i, j int) bool { return cands[i].addr < cands[j].addr })
 	synced := false
 	var freed uint64
 	for _, seg := range cands {
@@ -351,4 +393,96 @@ func (a *Allocator) ExpandableActive() (bool, string) {
 		}
 	}
 	return true, "expandable segments are active"
+}
+
+// mappedRun returns the lowest offset within free block b at which n
+// bytes lie wholly on mapped chunks, if there is one.
+func (e *expandable) mappedRun(b *block, n uint64) (uint64, bool) {
+	base := uint64(b.addr - b.seg.addr)
+	end := base + b.size
+	run := false
+	var start uint64
+	for i := base / e.chunk; i*e.chunk < end; i++ {
+		if !e.mapped[i] {
+			run = false
+			continue
+		}
+		if !run {
+			run, start = true, max(base, i*e.chunk)
+		}
+		if stop := min(end, (i+1)*e.chunk); stop-start >= n {
+			return start - base, true
+		}
+	}
+	return 0, false
+}
+
+// preferMappedLocked swaps b, the best-fitting free block of an expandable
+// pool (taken out of its tree), for the smallest free block of its segment
+// (b included) that holds rounded bytes on chunks already mapped, if b's
+// first rounded bytes would need chunks mapped and such a block exists; a
+// block whose mapped run starts inside it is split there first. In an
+// expandable segment what costs is physical memory and the calls that map
+// it, not address space: mapped memory serves the request with no device
+// call and no growth of reserved memory, where the best fit by size would
+// map chunks (a create or a move, and an access grant of tens of
+// microseconds each) and leave mapped memory idle elsewhere. The search
+// walks the segment's blocks and the chunks of the free ones, only on this
+// path, which would otherwise call the device. d.mu must be held.
+func (d *device) preferMappedLocked(b *block, rounded uint64) *block {
+	e := b.seg.exp
+	if e.mappedPrefix(b, rounded) {
+		return b
+	}
+	var best *block
+	var bestOff uint64
+	for c := b.seg.head; c != nil; c = c.next {
+		if (c != b && !c.inTree) || c.size < rounded || (best != nil && c.size >= best.size) {
+			continue
+		}
+		if off, ok := e.mappedRun(c, rounded); ok {
+			best, bestOff = c, off
+		}
+	}
+	if best == nil {
+		return b
+	}
+	if best != b {
+		d.cacheLocked(b)
+		d.takeFromTreeLocked(best.tree, best)
+	}
+	if bestOff > 0 {
+		d.splitFrontLocked(best, bestOff)
+	}
+	return best
+}
+
+// splitFrontLocked cuts the first off bytes of free block b (out of any tree)
+// into a free block of their own, cached before it. d.mu must be held.
+func (d *device) splitFrontLocked(b *block, off uint64) {
+	f := d.newBlockLocked()
+	f.addr, f.size = b.addr, off
+	f.stream, f.pool, f.tree, f.seg = b.stream, b.pool, b.tree, b.seg
+	f.prev, f.next = b.prev, b
+	if b.prev != nil {
+		b.prev.next = f
+	} else {
+		b.seg.head = f
+	}
+	b.prev = f
+	b.addr = b.addr.Add(off)
+	b.size -= off
+	d.cacheLocked(f)
+}
+
+// mappedPrefix reports whether the chunks under the first n bytes of free
+// block b are all mapped.
+func (e *expandable) mappedPrefix(b *block, n uint64) bool {
+	off := uint64(b.addr - b.seg.addr)
+	for i := off / e.chunk; i <= (off+n-1)/e.chunk; i++ {
+		if !e.mapped[i] {
+			return false
+		}
+	}
+	return true
 }

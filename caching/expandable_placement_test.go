@@ -1,0 +1,206 @@
+package caching
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/gpumem/gpumem"
+)
+
+// vmmCounter counts the virtual memory calls that reach the backend.
+type vmmCounter struct {
+	gpumem.Backend
+	mu                           sync.Mutex
+	creates, maps, unmaps, grant int
+}
+
+func (c *vmmCounter) MemCreate(dev int, size uint64) (gpumem.MemHandle, error) {
+	c.mu.Lock()
+	c.creates++
+	c.mu.Unlock()
+	return c.Backend.MemCreate(dev, size)
+}
+
+func (c *vmmCounter) MemMap(p gpumem.Ptr, size, off uint64, h gpumem.MemHandle) error {
+	c.mu.Lock()
+	c.maps++
+	c.mu.Unlock()
+	return c.Backend.MemMap(p, size, off, h)
+}
+
+func (c *vmmCounter) MemUnmap(p gpumem.Ptr, size uint64) error {
+	c.mu.Lock()
+	c.unmaps++
+	c.mu.Unlock()
+	return c.Backend.MemUnmap(p, size)
+}
+
+func (c *vmmCounter) MemSetAccess(p gpumem.Ptr, size uint64, dev int, a gpumem.Access) error {
+	c.mu.Lock()
+	c.grant++
+	c.mu.Unlock()
+	return c.Backend.MemSetAccess(p, size, dev, a)
+}
+
+// counts returns creates, maps, unmaps and access grants so far.
+func (c *vmmCounter) counts() [4]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return [4]int{c.creates, c.maps, c.unmaps, c.grant}
+}
+
+// expandableFixture is an allocator with expandable segments over a counted
+// simulator, and allocation helpers that write the memory they get (the
+// simulator reports a write to unmapped memory).
+type expandableFixture struct {
+	t *testing.T
+	a *Allocator
+	c *vmmCounter
+	s gpumem.Stream
+}
+
+func newExpandableFixture(t *testing.T) *expandableFixture {
+	g, ss := newSim(t, 4<<30, false)
+	c := &vmmCounter{Backend: g}
+	a, err := New(c, Options{ExpandableSegments: true, ReleaseBeforeGrow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		checkInvariants(t, a)
+		if err := a.Close(); err != nil {
+			t.Error(err)
+		}
+		closeSim(t, g, ss)
+	})
+	return &expandableFixture{t: t, a: a, c: c, s: ss[0]}
+}
+
+func (f *expandableFixture) alloc(size uint64) gpumem.Ptr {
+	f.t.Helper()
+	p, err := f.a.Allocate(size, f.s)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.a.b.MemsetAsync(p, 0xab, size, f.s); err != nil {
+		f.t.Fatalf("writing %d bytes at %#x: %v", size, uintptr(p), err)
+	}
+	return p
+}
+
+func (f *expandableFixture) free(p gpumem.Ptr) {
+	f.t.Helper()
+	if err := f.a.Deallocate(p, f.s); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *expandableFixture) reserved() int64 { return f.a.Stats(0).ReservedBytes[0].Current }
+
+const chunk20 = 20 << 20 // the large pool's chunk (LargeBuffer)
+
+// A request that fits both an unmapped hole (the best fit by size) and a
+// larger free block on mapped chunks takes the mapped one: no device call,
+// no growth.
+func TestExpandablePrefersMappedBlock(t *testing.T) {
+	f := newExpandableFixture(t)
+	a := f.alloc(3 * chunk20) // chunks 0-2
+	b := f.alloc(chunk20)     // chunk 3
+	c := f.alloc(5 * chunk20) // chunks 4-8
+	d := f.alloc(chunk20)     // chunk 9
+	f.free(a)
+	if err := f.a.EmptyCache(); err != nil { // unmaps chunks 0-2: a hole of three
+		t.Fatal(err)
+	}
+	f.free(c) // five free mapped chunks
+	before, res := f.c.counts(), f.reserved()
+	p := f.alloc(3 * chunk20)
+	if p != c {
+		t.Errorf("3 chunks went to %#x, want the mapped free block at %#x (the hole is at %#x)", uintptr(p), uintptr(c), uintptr(a))
+	}
+	if after := f.c.counts(); after != before {
+		t.Errorf("creates, maps, unmaps, grants went %v -> %v; want no device call", before, after)
+	}
+	if r := f.reserved(); r != res {
+		t.Errorf("reserved %d -> %d; want no growth", res, r)
+	}
+	f.free(p)
+	f.free(b)
+	f.free(d)
+}
+
+// A free block whose mapped chunks start inside it (an unmapped hole merged
+// with a freed mapped block after it) serves the request there: the block
+// is split in front of its mapped run.
+func TestExpandableUsesInteriorMappedRun(t *testing.T) {
+	f := newExpandableFixture(t)
+	a := f.alloc(3 * chunk20) // chunks 0-2
+	c := f.alloc(5 * chunk20) // chunks 3-7
+	d := f.alloc(chunk20)     // chunk 8
+	f.free(a)
+	if err := f.a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	f.free(c) // merges with the hole: one free block, unmapped then mapped
+	before, res := f.c.counts(), f.reserved()
+	p := f.alloc(4 * chunk20)
+	if p != c {
+		t.Errorf("4 chunks went to %#x, want the mapped run at %#x", uintptr(p), uintptr(c))
+	}
+	if after := f.c.counts(); after != before {
+		t.Errorf("creates, maps, unmaps, grants went %v -> %v; want no device call", before, after)
+	}
+	if r := f.reserved(); r != res {
+		t.Errorf("reserved %d -> %d; want no growth", res, r)
+	}
+	checkInvariants(t, f.a)
+	// The hole in front is a free block of its own, usable (and mapped on
+	// use) like any other.
+	q := f.alloc(2 * chunk20)
+	if q != a {
+		t.Errorf("2 chunks went to %#x, want the hole in front at %#x", uintptr(q), uintptr(a))
+	}
+	f.free(q)
+	f.free(p)
+	f.free(d)
+}
+
+// Release before growth unmaps a run of free chunks in one call and moves
+// their physical memory to the growth: one unmap, creates only for what it
+// did not cover, one access grant.
+func TestExpandableUnmapsRunsInOneCall(t *testing.T) {
+	f := newExpandableFixture(t)
+	a := f.alloc(3 * chunk20) // chunks 0-2
+	b := f.alloc(chunk20)     // chunk 3; the high-water mark is 4 chunks
+	f.free(a)
+	before := f.c.counts()
+	p := f.alloc(5 * chunk20) // 5 new chunks: 3 moved, 2 created
+	after := f.c.counts()
+	got := [4]int{after[0] - before[0], after[1] - before[1], after[2] - before[2], after[3] - before[3]}
+	if want := [4]int{2, 5, 1, 1}; got != want {
+		t.Errorf("creates, maps, unmaps, grants: %v, want %v", got, want)
+	}
+	if r := f.reserved(); r != 6*chunk20 {
+		t.Errorf("reserved %d, want 6 chunks (%d)", r, 6*chunk20)
+	}
+	f.free(p)
+	f.free(b)
+}
+
+// Two replays of a trace with two streams make the same device calls: which
+// segment gives up chunks for a growth does not depend on map order.
+func TestExpandableReplayRepeatable(t *testing.T) {
+	tr := loadTrace(t, "pytorch-gpt")
+	var runs [2]replayResult
+	for i := range runs {
+		b, streams := replayBackend(t)
+		runs[i] = replay(t, b, expandableOptions(), tr, streams)
+	}
+	for _, r := range runs {
+		t.Logf("device allocs %d frees %d, peak reserved %d", r.stats.NumDeviceAlloc, r.stats.NumDeviceFree, r.peakReserved)
+	}
+	if runs[0].stats.NumDeviceAlloc != runs[1].stats.NumDeviceAlloc || runs[0].stats.NumDeviceFree != runs[1].stats.NumDeviceFree ||
+		runs[0].peakReserved != runs[1].peakReserved {
+		t.Error("two replays of one trace differ")
+	}
+}
