@@ -28,7 +28,7 @@ type Buffer struct {
 
 	mu         sync.Mutex
 	loc        gpumem.Location
-	accessedBy int             // device advised as accessing it; -1: none
+	accessedBy int             // device advised as accessing it by the placement (the host pool's hint); -1: none
 	pref       gpumem.Location // the preferred location advised, when prefKnown
 	prefKnown  bool            // false after a failed preferred-location advice
 	moved      bool            // advice differs from the pool's initial hints
