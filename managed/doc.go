@@ -73,25 +73,46 @@
 //
 // A move of a managed buffer is the seed's special case of Tensor.to: the
 // buffer keeps its address and memory; PreferredLocation becomes the new
-// location (and, towards the host, AccessedBy the device it leaves, as the
-// seed's host hints), a prefetch is queued on the stream, and a move to the
-// host synchronizes the stream unless NonBlocking. Device-to-device moves
+// location, a prefetch is queued on the stream, and a move to the host
+// synchronizes the stream unless NonBlocking. Device-to-device moves
 // re-advise for the new device. Copy forces a copy (copy=True); CopyTo and
 // Manage follow Options.MoveOnCopy (enabled_uvm_move_on_copy). Manage and
 // Unmanage copy ordinary memory into managed memory and back.
+//
+// A move sets no AccessedBy, towards the host either: an accessed-by device
+// the buffer has (its host pool's hint, or one left by an earlier
+// placement) is unset, and readers added with AddReader stay. The seed's
+// host hints (PreferredLocation host, AccessedBy the current device) are
+// those of allocations made in the host pool, which keeps them; the seed
+// does not prescribe them for moves. AccessedBy maps the pages into the
+// device's page tables wherever they live; after a move to the host that
+// means zero-copy remote access from the device, which a move to the host
+// (to free device memory, or to hand the data to the CPU) does not ask for,
+// and it costs about a quarter of the move's bandwidth. On an NVIDIA
+// H100/H200 (driver 580) a bare device-to-host prefetch of 1 GiB ran at
+// 10.5 GB/s; with PreferredLocation host advised first also 10.5; with
+// AccessedBy the device advised first 7.7, and advised after the migration
+// 7.1. A program that wants the device to read host-resident data in place
+// says so with AddReader. A host-pool buffer moved to a device and back
+// thus lacks its pool's AccessedBy; Free gives it back with the rest of the
+// pool's hints.
 //
 // Order of a move: towards a device the prefetch is queued first and the
 // advice follows while the copy engine migrates (cuMemAdvise is a host call,
 // legal while a prefetch of the range is in flight, and cuMemPrefetchAsync
 // migrates to its destination whatever the advice); towards the host the
-// advice goes first, so that the migration maps the host pages for the
-// device it leaves as it goes. Only advice that differs from the buffer's
-// current advice is sent. On an NVIDIA H200 (driver 580.159.04) a 1 GiB
+// advice goes first (a preferred location given to pages still on the
+// device does not slow their migration, and a failed advice leaves them
+// where they were). Only advice that differs from the buffer's current
+// advice is sent. On an NVIDIA H200 (driver 580.159.04) a 1 GiB
 // host-to-device move took 21.8 ms, of which 10.3 ms in the prefetch call
 // and 11.5 ms in the advice: 49.3 GB/s, the same as a bare prefetch
 // (49.5 GB/s) and 0.89 of a pinned copy (55.5 GB/s); advice first gave
-// 34.5 GB/s. Device to host: 12.8 GB/s (advice first 13.0, prefetch first
-// 11.7, bare prefetch 17.7; pinned 55.4).
+// 34.5 GB/s. Device to host, when moves to the host still advised
+// AccessedBy: 12.8 GB/s (advice first 13.0, prefetch first 11.7, bare
+// prefetch 17.7; pinned 55.4); the device-to-host prefetch varies that much
+// between runs, so To(host) is compared with a bare prefetch of the same
+// buffer in interleaved rounds (TestGPUManagedMoveBandwidth).
 //
 // Advice applies to whole pages: buffers that share a page (small blocks)
 // share its advice, and the last move wins for the shared page.

@@ -105,9 +105,10 @@ func TestToMovesWithoutCopy(t *testing.T) {
 			t.Fatalf("after To(%v): %v", loc, err)
 		}
 	}
-	// Device to device re-advises: now at the host, accessed by device 0.
-	if c := r.calls(b.Ptr, b.Size, gpumem.AdviseSetAccessedBy); len(c) == 0 || c[len(c)-1].loc != dev0 {
-		t.Fatalf("accessed-by advice after moving to the host: %v", c)
+	// No move advised an accessed-by device: a device-pool buffer never
+	// had one, and the moves to the host add none.
+	if c := r.calls(b.Ptr, b.Size, gpumem.AdviseSetAccessedBy); len(c) != 0 {
+		t.Fatalf("accessed-by advice after moves: %v, want none", c)
 	}
 	got := make([]byte, b.Size)
 	if err := r.CopyFromDevice(got, b.Ptr); err != nil || !bytes.Equal(got, data) {
@@ -129,8 +130,8 @@ func TestToMovesWithoutCopy(t *testing.T) {
 	if loc, _ := r.RangeLocation(p, 8*mib, gpumem.RangePreferredLocation); loc != dev0 {
 		t.Fatalf("freed block prefers %v, want its pool's device 0", loc)
 	}
-	if c := r.calls(p, 8*mib, gpumem.AdviseUnsetAccessedBy); len(c) == 0 {
-		t.Fatal("accessed-by advice not removed at free")
+	if acc := r.accessedBy(p, 8*mib); len(acc) != 0 {
+		t.Fatalf("freed block accessed by %v, want none", acc)
 	}
 }
 
@@ -664,137 +665,4 @@ func DefaultOptionsCachingWithHistory() (o cachingOptions) {
 	o = DefaultOptions().Caching
 	o.HistorySize = 64
 	return o
-}
-
-// TestMoveOrderAndMinimalAdvice checks that a move to a device queues its
-// prefetch before it advises (and a move to the host advises first), sends only the advice that changes, and leaves the
-// seed's advice in effect: a device location prefers the device with no
-// accessed-by; the host prefers the host, accessed by the device left.
-func TestMoveOrderAndMinimalAdvice(t *testing.T) {
-	r, a := setup(t, sim.Config{Devices: []sim.DeviceConfig{{}, {}}}, Options{})
-	b, err := a.Alloc(8*mib, dev0, s0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev1 := gpumem.DeviceLocation(1)
-	steps := []struct {
-		to   gpumem.Location
-		ops  []string
-		pref gpumem.Location
-		acc  []gpumem.Location
-	}{
-		// Never advised accessed-by: nothing to unset.
-		{dev1, []string{"prefetch " + dev1.String(), "set_preferred_location " + dev1.String()}, dev1, nil},
-		{host, []string{"set_preferred_location " + host.String(), "set_accessed_by " + dev1.String(), "prefetch " + host.String()}, host, []gpumem.Location{dev1}},
-		{dev0, []string{"prefetch " + dev0.String(), "set_preferred_location " + dev0.String(), "unset_accessed_by " + dev1.String()}, dev0, nil},
-		{host, []string{"set_preferred_location " + host.String(), "set_accessed_by " + dev0.String(), "prefetch " + host.String()}, host, []gpumem.Location{dev0}},
-	}
-	r.takeOps()
-	for _, st := range steps {
-		if _, err := b.To(st.to, ToOptions{Stream: s0}); err != nil {
-			t.Fatalf("To(%v): %v", st.to, err)
-		}
-		if err := r.StreamSynchronize(s0); err != nil {
-			t.Fatal(err)
-		}
-		if got := r.takeOps(); strings.Join(got, "; ") != strings.Join(st.ops, "; ") {
-			t.Fatalf("To(%v) calls:\n got  %q\n want %q", st.to, got, st.ops)
-		}
-		if loc, err := r.RangeLocation(b.Ptr, b.Size, gpumem.RangePreferredLocation); err != nil || loc != st.pref {
-			t.Fatalf("after To(%v) preferred location %v (%v), want %v", st.to, loc, err, st.pref)
-		}
-		if loc, err := r.RangeLocation(b.Ptr, b.Size, gpumem.RangeLastPrefetchLocation); err != nil || loc != st.to {
-			t.Fatalf("after To(%v) last prefetch location %v (%v)", st.to, loc, err)
-		}
-		acc := r.accessedBy(b.Ptr, b.Size)
-		if len(acc) != len(st.acc) {
-			t.Fatalf("after To(%v) accessed by %v, want %v", st.to, acc, st.acc)
-		}
-		for _, l := range st.acc {
-			if !acc[l] {
-				t.Fatalf("after To(%v) accessed by %v, want %v", st.to, acc, st.acc)
-			}
-		}
-		if err := a.VerifyResidency(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Freed at the host, accessed by device 0: the pool's hints come back
-	// with one preferred-location advice and one unset, nothing repeated.
-	p := b.Ptr
-	if err := b.Free(); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"set_preferred_location " + dev0.String(), "unset_accessed_by " + dev0.String()}
-	if got := r.takeOps(); strings.Join(got, "; ") != strings.Join(want, "; ") {
-		t.Fatalf("free calls %q, want %q", got, want)
-	}
-	if acc := r.accessedBy(p, 8*mib); len(acc) != 0 {
-		t.Fatalf("freed block accessed by %v", acc)
-	}
-}
-
-// TestMoveAdviceFailureKeepsPlacement checks that a move to a device whose
-// advice fails after its prefetch was queued restores the old advice and
-// sends the pages back, so that the buffer keeps its placement and the
-// driver agrees.
-func TestMoveAdviceFailureKeepsPlacement(t *testing.T) {
-	for nth := 1; nth <= 2; nth++ {
-		r, a := setup(t, sim.Config{}, Options{})
-		b, err := a.Alloc(8*mib, host, s0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data := pattern(int(b.Size), 9)
-		if err := r.CopyToDevice(b.Ptr, data); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.To(dev0, ToOptions{Stream: s0}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.To(host, ToOptions{Stream: s0}); err != nil {
-			t.Fatal(err)
-		}
-		r.takeOps()
-		r.InjectFault("Advise", nth, errInjected)
-		if _, err := b.To(dev0, ToOptions{Stream: s0}); !errors.Is(err, errInjected) {
-			t.Fatalf("advice fault %d: To returned %v", nth, err)
-		}
-		r.ClearFaults()
-		if ops := r.takeOps(); len(ops) == 0 || ops[0] != "prefetch "+dev0.String() || ops[len(ops)-1] != "prefetch "+host.String() {
-			t.Fatalf("advice fault %d: calls %q, want the prefetch first and one back last", nth, ops)
-		}
-		if err := r.StreamSynchronize(s0); err != nil {
-			t.Fatal(err)
-		}
-		if b.Location() != host || a.Residency()[host] != b.Size {
-			t.Fatalf("advice fault %d: location %v, residency %v", nth, b.Location(), a.Residency())
-		}
-		if err := a.VerifyResidency(); err != nil {
-			t.Fatalf("advice fault %d: %v", nth, err)
-		}
-		if loc, err := r.RangeLocation(b.Ptr, b.Size, gpumem.RangePreferredLocation); err != nil || loc != host {
-			t.Fatalf("advice fault %d: preferred location %v (%v)", nth, loc, err)
-		}
-		if sr := r.Residency(b.Ptr, b.Size); sr[host] != b.Size {
-			t.Fatalf("advice fault %d: pages at %v", nth, sr)
-		}
-		if acc := r.accessedBy(b.Ptr, b.Size); len(acc) != 1 || !acc[dev0] {
-			t.Fatalf("advice fault %d: accessed by %v, want device 0", nth, acc)
-		}
-		got := make([]byte, b.Size)
-		if err := r.CopyFromDevice(got, b.Ptr); err != nil || !bytes.Equal(got, data) {
-			t.Fatalf("advice fault %d: data changed (%v)", nth, err)
-		}
-		// The next move works.
-		if _, err := b.To(dev0, ToOptions{Stream: s0}); err != nil {
-			t.Fatal(err)
-		}
-		if err := a.VerifyResidency(); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Free(); err != nil {
-			t.Fatal(err)
-		}
-	}
 }

@@ -11,9 +11,12 @@ import (
 // (AdviseSetAccessedBy): dev's page tables map the pages wherever they
 // live, so kernels of dev read them without faulting or pulling them over.
 // Call it for each device that will read the buffer besides the one it was
-// allocated on. Adding a reader twice is not an error. The advice is undone
-// when the buffer is freed, so a cached block handed out again carries only
-// its pool's hints.
+// allocated on. Moves (To) keep a reader's advice and give none of their
+// own: after a move to the host no device maps the pages unless it is a
+// reader, so a device that is to read host-resident data in place is added
+// here. Adding a reader twice is not an error. The advice is undone when
+// the buffer is freed, so a cached block handed out again carries only its
+// pool's hints.
 func (b *Buffer) AddReader(dev int) error {
 	a := b.a
 	if err := a.checkOpen(); err != nil {

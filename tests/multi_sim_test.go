@@ -232,10 +232,17 @@ func TestMultiSimManagedReaders(t *testing.T) {
 	if n := log.accessedBy(buf.Ptr, 3); n != 0 {
 		t.Errorf("device 3 still advised (%d) after RemoveReader", n)
 	}
-	// Moving to the host advises device 0 (the device it leaves) as
-	// accessing; moving back must not take device 1's reader advice away.
+	// Moving to the host advises no device as accessing (not device 0, the
+	// device it leaves), and neither that move nor the move back takes
+	// device 1's reader advice away.
 	if _, err := buf.To(gpumem.HostLocation(), managed.ToOptions{Stream: s}); err != nil {
 		t.Fatal(err)
+	}
+	if n := log.accessedBy(buf.Ptr, 0); n != 0 {
+		t.Errorf("device 0 advised as accessing (%d) after a move to the host, want 0", n)
+	}
+	if n := log.accessedBy(buf.Ptr, 1); n != 1 {
+		t.Errorf("reader device 1 advised %d times after a move to the host, want 1", n)
 	}
 	if _, err := buf.To(gpumem.DeviceLocation(0), managed.ToOptions{Stream: s}); err != nil {
 		t.Fatal(err)

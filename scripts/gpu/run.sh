@@ -150,13 +150,14 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
 		[ -x "$G/$p.test" ] || continue
 		(cd "$p" && ../$G/$p.test -test.v -test.run 'GPU' -test.timeout 8m) >"$OUT/$p-gpu.txt" 2>&1
 		note "$p.test -test.run GPU exit $?"
-		grep -E '^(--- |ok|FAIL|PASS)|GBps|bandwidth' "$OUT/$p-gpu.txt" | head -30 | tee -a "$summary"
+		grep -E '^(--- |ok|FAIL|PASS|managed moves:)|GBps|bandwidth' "$OUT/$p-gpu.txt" | head -30 | tee -a "$summary"
 	done
 	# The same move with the Go runtime on one thread: whether unmapping the
 	# host pages (TLB shootdowns across the process's threads) costs bandwidth.
 	(cd managed && GOMAXPROCS=1 ../$G/managed.test -test.v -test.run 'GPUManagedMoveBandwidth') >"$OUT/managed-gpu-1proc.txt" 2>&1
 	note "managed.test GOMAXPROCS=1 exit $?"
-	grep -E 'GBps|GB/s' "$OUT/managed-gpu-1proc.txt" | head -12 | sed 's/^/1proc: /' | tee -a "$summary"
+	grep -E '^managed moves:' "$OUT/managed-gpu-1proc.txt" | sed 's/^/1proc: /' | tee -a "$summary"
+	grep -E 'GBps|GB/s' "$OUT/managed-gpu-1proc.txt" | head -20 | sed 's/^/1proc: /' | tee -a "$summary"
 fi
 
 if [ "$what" = all ] || [ "$what" = bench ]; then
