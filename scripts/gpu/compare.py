@@ -7,7 +7,14 @@ reads OUT/ptreplay.jsonl (the anchors) and OUT/replay.jsonl (gpumem), as
 scripts/gpu/run.sh writes them, and prints for each trace and pairing the ns
 per pair of every round, the ratio of each round (gpumem / anchor, the two
 runs of one round follow each other), their median, the ratio of the
-medians and of the means, and the footprints.
+medians and of the means, and the footprints; then, last, one table: per
+trace, each allocator's peak reserved over the trace's floor, the best
+anchor's footprint, and the three host-time ratios of the issue (medians of
+per-round ratios, with their spread, min-max), with the goals marked.
+
+    scripts/gpu/compare.py --table OUT
+
+prints the table alone.
 """
 import json
 import os
@@ -35,13 +42,7 @@ def trace_name(p):
 
 
 def main(d):
-    runs = {}
-    for a in rows(os.path.join(d, "ptreplay.jsonl")):
-        key = (trace_name(a["trace"]), a["mode"] + ("-exp" if "expandable" in a.get("conf", "") else ""))
-        runs.setdefault(key, []).append(a)
-    for g in rows(os.path.join(d, "replay.jsonl")):
-        key = (g["trace"], g["allocator"] + ("-exp" if "expandable" in g.get("conf", "") else ""))
-        runs.setdefault(key, []).append(g)
+    runs = load(d)
     for tr in sorted({k[0] for k in runs}):
         for ours, anc, goal in PAIRS:
             o, a = runs.get((tr, ours), []), runs.get((tr, anc), [])
@@ -70,7 +71,77 @@ def main(d):
                 print(line)
 
 
+def ratio(runs, tr, ours, anc):
+    o, a = runs.get((tr, ours), []), runs.get((tr, anc), [])
+    n = min(len(o), len(a))
+    if n == 0:
+        return None
+    r = [x["ns_per_pair"] / y["ns_per_pair"] for x, y in zip(o[:n], a[:n])]
+    return statistics.median(r), min(r), max(r), n
+
+
+def footprint(runs, tr, who):
+    # The anchors do not print the floor: it is the trace's, which every
+    # gpumem run reports as peak_requested.
+    floor = next((x["peak_requested"] for (t, _), xs in runs.items() if t == tr
+                  for x in xs if x.get("peak_requested")), None)
+    xs = runs.get((tr, who), [])
+    if not xs or not floor or not xs[0].get("peak_reserved"):
+        return None
+    return xs[0]["peak_reserved"] / floor
+
+
+def table(d):
+    runs = load(d)
+    cols = [("torch", "PyTorch native"), ("torch-exp", "PyTorch expandable"), ("driverpool", "driver pool"),
+            ("caching", "gpumem default"), ("caching-exp", "gpumem expandable"), ("asyncpool", "asyncpool")]
+    times = [("caching", "torch", "default time / PyTorch native", 0.5),
+             ("caching-exp", "torch-exp", "expandable time / PyTorch expandable", 1.0),
+             ("caching-exp", "torch", "expandable time / PyTorch native", 0.5),
+             ("asyncpool", "driverpool", "asyncpool time / driver pool", 1.10)]
+    print("| trace | " + " | ".join(c[1] for c in cols) + " | best anchor | " + " | ".join(t[2] for t in times) + " |")
+    print("|" + "---|" * (len(cols) + 2 + len(times)))
+    for tr in sorted({k[0] for k in runs}):
+        fp = {c: footprint(runs, tr, c) for c, _ in cols}
+        anchors = [fp[c] for c in ("torch", "torch-exp", "driverpool") if fp[c]]
+        best = min(anchors) if anchors else None
+        cells = []
+        for c, _ in cols:
+            v = fp[c]
+            if v is None:
+                cells.append("-")
+            elif c in ("caching", "caching-exp") and best:
+                cells.append("%.3f %s" % (v, "ok" if v <= best else "ABOVE"))
+            else:
+                cells.append("%.3f" % v)
+        cells.append("%.3f" % best if best else "-")
+        for ours, anc, _, goal in times:
+            r = ratio(runs, tr, ours, anc)
+            if r is None:
+                cells.append("-")
+            else:
+                med, lo, hi, n = r
+                cells.append("%.2f (%.2f-%.2f, %d) %s" % (med, lo, hi, n, "ok" if med <= goal else "over %.2f" % goal))
+        print(f"| {tr} | " + " | ".join(cells) + " |")
+    print("footprint: peak reserved / the trace's floor, from the first round (each is the same every round);"
+          " ok: at or under the best anchor. Times: median of per-round ratios (min-max, rounds); ok: at or under the goal.")
+
+
+def load(d):
+    runs = {}
+    for a in rows(os.path.join(d, "ptreplay.jsonl")):
+        key = (trace_name(a["trace"]), a["mode"] + ("-exp" if "expandable" in a.get("conf", "") else ""))
+        runs.setdefault(key, []).append(a)
+    for g in rows(os.path.join(d, "replay.jsonl")):
+        key = (g["trace"], g["allocator"] + ("-exp" if "expandable" in g.get("conf", "") else ""))
+        runs.setdefault(key, []).append(g)
+    return runs
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: compare.py OUT")
-    main(sys.argv[1])
+    if len(sys.argv) == 3 and sys.argv[1] == "--table":
+        table(sys.argv[2])
+    elif len(sys.argv) == 2:
+        main(sys.argv[1])
+    else:
+        sys.exit("usage: compare.py [--table] OUT")

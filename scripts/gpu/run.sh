@@ -298,3 +298,9 @@ fi
 echo
 echo "==== summary ===="
 cat "$summary"
+if [ "$what" = all ] || [ "$what" = replay ]; then
+	# Last: the replays' table (footprints, host-time ratios, goals).
+	echo
+	echo "==== replay table ===="
+	python3 scripts/gpu/compare.py --table "$OUT" | tee "$OUT/table.md"
+fi
