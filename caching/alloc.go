@@ -133,7 +133,8 @@ func (d *device) getFreeBlockLocked(p *pool, rounded uint64, stream uintptr) *bl
 }
 
 // takeAndSplitLocked is the common cache hit in one descent: the best-fitting
-// block of a regular segment that is split, when the remainder orders where
+// block (of a regular segment, or of an expandable one whose chunks under
+// the request are mapped) that is split, when the remainder orders where
 // the block did (after the block's predecessor), takes the block's place in
 // the tree instead of a removal and an insertion. ok is false when the hit
 // is not of that kind (or there is none); nothing has changed then.
@@ -144,8 +145,11 @@ func (d *device) takeAndSplitLocked(p *pool, size, rounded uint64, stream uintpt
 		return 0, false
 	}
 	b, link, pred := t.lowerBoundAt(rounded)
-	if b == nil || b.seg.exp != nil || !d.usableLocked(b, rounded) || !d.shouldSplitLocked(b, rounded) {
+	if b == nil || !d.usableLocked(b, rounded) || !d.shouldSplitLocked(b, rounded) {
 		return 0, false
+	}
+	if b.seg.exp != nil && !b.seg.exp.mappedPrefix(b, rounded) {
+		return 0, false // chunks to map first: the expandable path
 	}
 	restSize, restAddr := b.size-rounded, b.addr.Add(rounded)
 	if pred != nil && !keyLess(pred, restSize, uintptr(restAddr)) {
@@ -171,10 +175,12 @@ func (d *device) takeAndSplitLocked(p *pool, size, rounded uint64, stream uintpt
 	b.size = rounded
 	t.replace(link, b, rest)
 	rest.gcBase = p.calls
-	rest.counted = true
-	st := p.statType()
-	inc(&d.stats.InactiveSplit, st, 1)
-	inc(&d.stats.InactiveSplitBytes, st, int64(rest.size))
+	if b.seg.exp == nil { // as cacheLocked counts
+		rest.counted = true
+		st := p.statType()
+		inc(&d.stats.InactiveSplit, st, 1)
+		inc(&d.stats.InactiveSplitBytes, st, int64(rest.size))
+	}
 	return d.markAllocatedLocked(b, size), true
 }
 

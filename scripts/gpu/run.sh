@@ -52,7 +52,9 @@ if [ "$what" = all ] || [ "$what" = replay ]; then
 	note "replay rounds done (errors: $(wc -l <"$OUT/replay.err"))"
 	# Where the caching allocator's time goes: every backend call of the loop.
 	for t in $traces; do
-		$G/gpumem replay --backend cuda --allocator caching --profile --json "$t" >>"$OUT/profile.jsonl" 2>>"$OUT/profile.txt"
+		for conf in "" expandable_segments:True; do
+			$G/gpumem replay --backend cuda --allocator caching --conf "$conf" --profile --json "$t" >>"$OUT/profile.jsonl" 2>>"$OUT/profile.txt"
+		done
 	done
 	sed 's/^/anchor: /' "$OUT/ptreplay.jsonl" | tee -a "$summary"
 	sed 's/^/gpumem: /' "$OUT/replay.jsonl" | tee -a "$summary"
