@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/internal/streamcheck"
 )
 
 // Profiler is a gpumem.Backend that times the calls allocators make to the
@@ -23,6 +22,9 @@ import (
 type Profiler struct {
 	gpumem.Backend
 	ops [numProfOps]opCounter
+	// epoch stands for the stream epoch of a wrapped backend that has
+	// none: it moves at every check, so that no answer is kept.
+	epoch atomic.Uint64
 }
 
 type opCounter struct {
@@ -295,4 +297,23 @@ func (p *Profiler) StreamCaptureInfo(s gpumem.Stream) (gpumem.CaptureInfo, error
 // wrapped backend (gpumem.StreamChecker), untimed: it stands for no call
 // into the vendor library. A backend without it is asked as allocators
 // would ask it.
-func (p *Profiler) CheckStream(s gpumem.Stream) error { return streamcheck.Check(p.Backend, s) }
+func (p *Profiler) CheckStream(s gpumem.Stream) error {
+	if sc, ok := p.Backend.(gpumem.StreamChecker); ok {
+		return sc.CheckStream(s)
+	}
+	p.epoch.Add(1)
+	_, err := p.StreamCaptureInfo(s) // timed: what streamcheck asks such a backend
+	return err
+}
+
+// StreamEpoch is the wrapped backend's stream epoch (gpumem.StreamChecker):
+// with it the Profiler is a StreamChecker, and an allocator over it keeps
+// its stream checks' answers as it does over the backend itself, instead
+// of asking the vendor library at every call (a profile would show calls
+// the allocator does not make).
+func (p *Profiler) StreamEpoch() *atomic.Uint64 {
+	if sc, ok := p.Backend.(gpumem.StreamChecker); ok {
+		return sc.StreamEpoch()
+	}
+	return &p.epoch
+}

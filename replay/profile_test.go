@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/caching"
+	"github.com/gpumem/gpumem/sim"
 )
 
 func TestProfilerCountsTheLoop(t *testing.T) {
@@ -67,5 +69,71 @@ func TestRunWithoutProfilerHasNoProfile(t *testing.T) {
 func TestNewProfilerNil(t *testing.T) {
 	if _, err := NewProfiler(nil); !errors.Is(err, gpumem.ErrInvalidValue) {
 		t.Errorf("err %v", err)
+	}
+}
+
+// A Profiler over a backend that checks streams in process is itself a
+// StreamChecker, so that the caching allocator keeps its stream checks'
+// answers and the profile shows no capture query per call; over one that
+// cannot, each check is a timed StreamCaptureInfo, kept by nobody.
+func TestProfilerPassesStreamChecks(t *testing.T) {
+	g, err := sim.New(sim.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	p, err := NewProfiler(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sc gpumem.StreamChecker = p
+	if sc.StreamEpoch() != g.StreamEpoch() {
+		t.Error("the profiler's stream epoch is not the simulator's")
+	}
+	a, err := caching.New(p, caching.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100; i++ {
+		q, err := a.Allocate(1<<20, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Deallocate(q, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range p.Profile() {
+		if o.Op == "StreamCaptureInfo" {
+			t.Errorf("%d capture queries for 100 pairs on a backend that checks streams itself", o.Calls)
+		}
+	}
+
+	f, err := NewProfiler(struct{ gpumem.Backend }{newFakeGPU(1 << 30)}) // no StreamChecker
+	if err != nil {
+		t.Fatal(err)
+	}
+	e0 := f.StreamEpoch().Load()
+	for i := 0; i < 3; i++ {
+		if err := f.CheckStream(gpumem.Stream{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.StreamEpoch().Load() == e0 {
+		t.Error("the stand-in epoch did not move: a cache would keep answers it cannot vouch for")
+	}
+	var asked int64
+	for _, o := range f.Profile() {
+		if o.Op == "StreamCaptureInfo" {
+			asked = o.Calls
+		}
+	}
+	if asked != 3 {
+		t.Errorf("%d capture queries for 3 checks", asked)
 	}
 }

@@ -673,6 +673,7 @@ EXPORT hipError_t hipDeviceGetAttribute(int* pi, hipDeviceAttribute_t attr, int 
 	case hipDeviceAttributeIntegrated: v = 0; break;
 	case hipDeviceAttributePciBusId: v = 0x10 + deviceId; break;
 	case hipDeviceAttributePciDeviceId: v = 0; break;
+	case hipDeviceAttributePciDomainID: v = 0; break;
 	case hipDeviceAttributeClockRate: v = 1700000; break;
 	case hipDeviceAttributeMemoryClockRate: v = 1600000; break;
 	case hipDeviceAttributeMemoryBusWidth: v = 8192; break;
