@@ -403,8 +403,11 @@ func (a *Allocator) ExpandableActive() (bool, string) {
 	return true, "expandable segments are active"
 }
 
-// mappedRun returns the lowest offset within free block b at which n
-// bytes lie wholly on mapped chunks, if there is one.
+// mappedRun returns an offset within free block b at which n bytes lie
+// wholly on mapped chunks, if there is one: the end of the first mapped run
+// (within b) that is long enough, so that what the request leaves of the
+// run stays next to the rest of the block, one free block, rather than a
+// mapped sliver between the request and the next block.
 func (e *expandable) mappedRun(b *block, n uint64) (uint64, bool) {
 	base := uint64(b.addr - b.seg.addr)
 	end := min(base+b.size, e.top*e.chunk)
@@ -419,7 +422,11 @@ func (e *expandable) mappedRun(b *block, n uint64) (uint64, bool) {
 			run, start = true, max(base, i*e.chunk)
 		}
 		if stop := min(end, (i+1)*e.chunk); stop-start >= n {
-			return start - base, true
+			j := i + 1
+			for j*e.chunk < end && e.mapped[j] {
+				j++
+			}
+			return min(end, j*e.chunk) - n - base, true
 		}
 	}
 	return 0, false
@@ -428,8 +435,9 @@ func (e *expandable) mappedRun(b *block, n uint64) (uint64, bool) {
 // preferMappedLocked swaps b, the best-fitting free block of an expandable
 // pool (taken out of its tree), for the smallest free block of its segment
 // (b included) that holds rounded bytes on chunks already mapped, if b's
-// first rounded bytes would need chunks mapped and such a block exists; a
-// block whose mapped run starts inside it is split there first. In an
+// first rounded bytes would need chunks mapped and such a block exists; the
+// request goes at the end of the block's first long enough mapped run,
+// the block split in front of it. In an
 // expandable segment what costs is physical memory and the calls that map
 // it, not address space: mapped memory serves the request with no device
 // call and no growth of reserved memory, where the best fit by size would

@@ -115,8 +115,8 @@ func TestExpandablePrefersMappedBlock(t *testing.T) {
 	f.free(c) // five free mapped chunks
 	before, res := f.c.counts(), f.reserved()
 	p := f.alloc(3 * chunk20)
-	if p != c {
-		t.Errorf("3 chunks went to %#x, want the mapped free block at %#x (the hole is at %#x)", uintptr(p), uintptr(c), uintptr(a))
+	if want := c + 2*chunk20; p != want { // the end of the mapped run
+		t.Errorf("3 chunks went to %#x, want the end of the mapped free block at %#x (the hole is at %#x)", uintptr(p), uintptr(want), uintptr(a))
 	}
 	if after := f.c.counts(); after != before {
 		t.Errorf("creates, maps, unmaps, grants went %v -> %v; want no device call", before, after)
@@ -130,8 +130,9 @@ func TestExpandablePrefersMappedBlock(t *testing.T) {
 }
 
 // A free block whose mapped chunks start inside it (an unmapped hole merged
-// with a freed mapped block after it) serves the request there: the block
-// is split in front of its mapped run.
+// with a freed mapped block after it) serves the request there, at the end
+// of the mapped run: the block is split in front of the request, and what
+// the request leaves of the run stays joined to the hole.
 func TestExpandableUsesInteriorMappedRun(t *testing.T) {
 	f := newExpandableFixture(t)
 	a := f.alloc(3 * chunk20) // chunks 0-2
@@ -144,8 +145,8 @@ func TestExpandableUsesInteriorMappedRun(t *testing.T) {
 	f.free(c) // merges with the hole: one free block, unmapped then mapped
 	before, res := f.c.counts(), f.reserved()
 	p := f.alloc(4 * chunk20)
-	if p != c {
-		t.Errorf("4 chunks went to %#x, want the mapped run at %#x", uintptr(p), uintptr(c))
+	if want := c + chunk20; p != want {
+		t.Errorf("4 chunks went to %#x, want the end of the mapped run at %#x", uintptr(p), uintptr(want))
 	}
 	if after := f.c.counts(); after != before {
 		t.Errorf("creates, maps, unmaps, grants went %v -> %v; want no device call", before, after)
@@ -154,8 +155,8 @@ func TestExpandableUsesInteriorMappedRun(t *testing.T) {
 		t.Errorf("reserved %d -> %d; want no growth", res, r)
 	}
 	checkInvariants(t, f.a)
-	// The hole in front is a free block of its own, usable (and mapped on
-	// use) like any other.
+	// The hole in front, with the mapped chunk the request left, is a free
+	// block of its own, usable (and mapped on use) like any other.
 	q := f.alloc(2 * chunk20)
 	if q != a {
 		t.Errorf("2 chunks went to %#x, want the hole in front at %#x", uintptr(q), uintptr(a))
