@@ -80,10 +80,12 @@ func checkWords(t *testing.T, what string, w []uint64) {
 // direction, from the same advice: To(device) against a prefetch to the
 // device, To(host) against a prefetch to the host. The device-to-host
 // prefetch varies between calls on one machine (10.5 to 17.7 GB/s on an
-// H200), so the two are timed side by side in interleaved rounds, which of
-// them goes first alternating from round to round, and compared by the
-// median of the per-round ratios; the test fails when To(host) runs below
-// 0.97 of the bare prefetch. It prints a line beginning "managed moves:"
+// H200), so the two are timed side by side in 15 interleaved rounds, which
+// of them goes first alternating from round to round, and compared by the
+// ratio of their fastest rounds (the noise only ever slows a round: the
+// fastest is each side's best estimate) and, logged, by the median of the
+// per-round ratios; the test fails when To(host)'s fastest round runs below
+// 0.97 of the bare prefetch's. It prints a line beginning "managed moves:"
 // with both ratios. It also compares the moves with pinned copies of 1 GiB
 // (the goal: To(device) at 0.9 of the pinned host-to-device copy or
 // better), checks that the data survive the moves (written on the host
@@ -94,7 +96,7 @@ func checkWords(t *testing.T, what string, w []uint64) {
 // moves' order and advice on a second managed range.
 func TestGPUManagedMoveBandwidth(t *testing.T) {
 	const n = 1 << 30
-	const rounds = 7 // interleaved rounds: odd, for the median
+	const rounds = 15 // interleaved rounds: odd, for the median
 	raw := openGPU(t, 2*n)
 	tb := &timedBackend{Backend: raw}
 	b := gpumem.Backend(tb)
@@ -239,6 +241,7 @@ func TestGPUManagedMoveBandwidth(t *testing.T) {
 	}
 	devRatio := make([]float64, 0, rounds)
 	hostRatio := make([]float64, 0, rounds)
+	var bestMD, bestMH, bestBD, bestBH time.Duration // the fastest round of each
 	for i := 0; i < rounds; i++ {
 		var md, mh, bd, bh time.Duration
 		order := "To first"
@@ -252,10 +255,23 @@ func TestGPUManagedMoveBandwidth(t *testing.T) {
 		}
 		devRatio = append(devRatio, bd.Seconds()/md.Seconds())
 		hostRatio = append(hostRatio, bh.Seconds()/mh.Seconds())
+		if i == 0 || md < bestMD {
+			bestMD = md
+		}
+		if i == 0 || mh < bestMH {
+			bestMH = mh
+		}
+		if i == 0 || bd < bestBD {
+			bestBD = bd
+		}
+		if i == 0 || bh < bestBH {
+			bestBH = bh
+		}
 		t.Logf("round %d (%-10s): To(device) %.1f GB/s, bare %.1f GB/s, ratio %.3f; To(host) %.1f GB/s, bare %.1f GB/s, ratio %.3f",
 			i, order, gbps(n, md), gbps(n, bd), devRatio[i], gbps(n, mh), gbps(n, bh), hostRatio[i])
 	}
 	devMedian, hostMedian := median(devRatio), median(hostRatio)
+	devFastest, hostFastest := bestBD.Seconds()/bestMD.Seconds(), bestBH.Seconds()/bestMH.Seconds()
 
 	// The same moves with raw calls on a second range: advice first (the
 	// order before), prefetch first (To's order), and a bare prefetch.
@@ -397,11 +413,11 @@ func TestGPUManagedMoveBandwidth(t *testing.T) {
 		t.Logf("To(device) meets the goal of 0.90 of the pinned copy: %.2f", r)
 	}
 	// A line of its own, for the run's summary.
-	fmt.Printf("managed moves: To(device)/bare prefetch to device %.3f, To(host)/bare prefetch to host %.3f (1 GiB, median of %d interleaved rounds)\n",
-		devMedian, hostMedian, rounds)
-	t.Logf("To(device)/bare prefetch to device %.3f, To(host)/bare prefetch to host %.3f: medians of %v and %v", devMedian, hostMedian, devRatio, hostRatio)
-	if hostMedian < 0.97 {
-		t.Errorf("To(host) ran at %.3f of the bare device-to-host prefetch of the same buffer (median of %d interleaved rounds), want 0.97 or more", hostMedian, rounds)
+	fmt.Printf("managed moves: To(device)/bare prefetch to device %.3f, To(host)/bare prefetch to host %.3f (1 GiB, fastest of %d interleaved rounds each; medians of the per-round ratios %.3f and %.3f)\n",
+		devFastest, hostFastest, rounds, devMedian, hostMedian)
+	t.Logf("per-round ratios: to the device %v, to the host %v", devRatio, hostRatio)
+	if hostFastest < 0.97 {
+		t.Errorf("To(host) ran at %.3f of the bare device-to-host prefetch of the same buffer (fastest of %d interleaved rounds each; median of the per-round ratios %.3f), want 0.97 or more", hostFastest, rounds, hostMedian)
 	}
 }
 
