@@ -349,9 +349,17 @@ func (d *device) unmapForGrowthLocked(need uint64) {
 	if len(cands) == 0 {
 		return
 	}
-	// In address order, so that a run is repeatable (the segments are a
-	// map's keys).
-	sort.Slice(cands, func(i, j int) bool { return cands[i].addr < cands[j].addr })
+	// Segments of the chunk size being mapped first, so that the memory
+	// they give up is moved rather than released and created again for
+	// another pool's chunk size; then in address order, so that a run is
+	// repeatable (the segments are a map's keys).
+	sort.Slice(cands, func(i, j int) bool {
+		si, sj := cands[i].exp.chunk == d.keepChunk, cands[j].exp.chunk == d.keepChunk
+		if si != sj {
+			return si
+		}
+		return cands[i].addr < cands[j].addr
+	})
 	synced := false
 	var freed uint64
 	for _, seg := range cands {
