@@ -451,22 +451,34 @@ func (e *expandable) mappedRun(b *block, n uint64) (uint64, bool) {
 // call and no growth of reserved memory, where the best fit by size would
 // map chunks (a create or a move, and an access grant of tens of
 // microseconds each) and leave mapped memory idle elsewhere. The search
-// walks the segment's blocks and the chunks of the free ones, only on this
-// path, which would otherwise call the device. d.mu must be held.
+// runs only on this path, which would otherwise call the device.
+// d.mu must be held.
 func (d *device) preferMappedLocked(b *block, rounded uint64) *block {
 	e := b.seg.exp
 	if e.mappedPrefix(b, rounded) {
 		return b
 	}
-	var best *block
-	var bestOff uint64
-	for c := b.seg.head; c != nil; c = c.next {
-		if (c != b && !c.inTree) || c.size < rounded || (best != nil && c.size >= best.size) {
-			continue
-		}
-		if off, ok := e.mappedRun(c, rounded); ok {
-			best, bestOff = c, off
-		}
+	// b is the smallest fit: if it holds a mapped run, it is the answer;
+	// else the first block of the tree, in size order from rounded, that
+	// does. The search visits only free blocks that fit, and the chunks
+	// below the highest mapped one: cheap while memory grows (few free
+	// blocks), and never more than the tree and the mapped range.
+	best, bestOff := b, uint64(0)
+	off, ok := e.mappedRun(b, rounded)
+	if ok {
+		bestOff = off
+	} else {
+		best = nil
+		b.tree.ascendFrom(rounded, func(c *block) bool {
+			if c.seg.exp == nil {
+				return true
+			}
+			if off, ok := c.seg.exp.mappedRun(c, rounded); ok {
+				best, bestOff = c, off
+				return false
+			}
+			return true
+		})
 	}
 	if best == nil {
 		return b

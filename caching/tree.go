@@ -201,3 +201,21 @@ func (t *tree) collect() []*block {
 	t.each(func(b *block) { out = append(out, b) })
 	return out
 }
+
+// ascendFrom calls fn for the blocks with size >= size in key order (size,
+// then address) until fn returns false; fn must not change the tree.
+func (t *tree) ascendFrom(size uint64, fn func(*block) bool) {
+	treeAscend(t.root, size, fn)
+}
+
+func treeAscend(n *block, size uint64, fn func(*block) bool) bool {
+	for n != nil {
+		if n.size >= size {
+			if !treeAscend(n.left, size, fn) || !fn(n) {
+				return false
+			}
+		}
+		n = n.right
+	}
+	return true
+}
