@@ -76,6 +76,13 @@ static long anchor_labs2(long x) {
 
 static void *anchor_labs_addr(void) { return (void *)labs; }
 
+// The driver's functions, the context and the out-parameter, for the
+// trampoline alone (no backend around it).
+static void *anchor_set_addr(void) { return (void *)pset; }
+static void *anchor_get_addr(void) { return (void *)pget; }
+static void *anchor_ctx(void) { return ctx; }
+static void *anchor_out_addr(void) { return (void *)&out; }
+
 static double anchor_c_loop(long n) {
 	struct timespec a, b;
 	clock_gettime(CLOCK_MONOTONIC, &a);
@@ -109,6 +116,12 @@ func labs2(x int) int { return int(C.anchor_labs2(C.long(x))) }
 
 // labsAddr is labs's address, for gpumem's call path.
 func labsAddr() uintptr { return uintptr(C.anchor_labs_addr()) }
+
+// driverAddrs returns cuCtxSetCurrent's and cuCtxGetCurrent's addresses,
+// the retained context, and the address of the C out-parameter.
+func driverAddrs() (set, get, ctx, out uintptr) {
+	return uintptr(C.anchor_set_addr()), uintptr(C.anchor_get_addr()), uintptr(C.anchor_ctx()), uintptr(C.anchor_out_addr())
+}
 
 // cLoop times n pairs in C and returns ns per pair (-1 on failure).
 func cLoop(n int) float64 { return float64(C.anchor_c_loop(C.long(n))) }

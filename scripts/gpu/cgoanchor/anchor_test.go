@@ -38,6 +38,30 @@ func BenchmarkTransition(b *testing.B) {
 			}
 		}
 	})
+	// The trampoline alone on the same driver functions, without the
+	// backend's layers: what the layers cost, and what the trampoline does.
+	setFn, getFn, ctx, out := driverAddrs()
+	b.Run("ccall-alone", func(b *testing.B) {
+		for b.Loop() {
+			if r, failed := ccall.CallPre6(setFn, ctx, getFn, out, 0, 0, 0, 0, 0); failed || int32(r) != 0 {
+				b.Fatal(r, failed)
+			}
+		}
+	})
+	b.Run("ccall-get-only", func(b *testing.B) {
+		for b.Loop() {
+			if r := ccall.Call1(getFn, out); int32(r) != 0 {
+				b.Fatal(r)
+			}
+		}
+	})
+	b.Run("cgo-get-only", func(b *testing.B) {
+		for b.Loop() {
+			if get() != 0 {
+				b.Fatal("cuCtxGetCurrent failed")
+			}
+		}
+	})
 	b.Run("cgo-one-call", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
