@@ -80,12 +80,14 @@ func checkWords(t *testing.T, what string, w []uint64) {
 // direction, from the same advice: To(device) against a prefetch to the
 // device, To(host) against a prefetch to the host. The device-to-host
 // prefetch varies between calls on one machine (10.5 to 17.7 GB/s on an
-// H200), so the two are timed side by side in 15 interleaved rounds, which
-// of them goes first alternating from round to round, and compared by the
-// ratio of their fastest rounds (the noise only ever slows a round: the
-// fastest is each side's best estimate) and, logged, by the median of the
-// per-round ratios; the test fails when To(host)'s fastest round runs below
-// 0.97 of the bare prefetch's. It prints a line beginning "managed moves:"
+// H200, in two states, about 10 and about 16 GB/s, that a round can flip
+// between), so the two are timed side by side in 15 interleaved rounds,
+// which of them goes first alternating from round to round, and compared
+// by the median of the per-round ratios: a round whose two moves drew
+// different states is an outlier either way, which the median of 15
+// discards and a ratio of the fastest rounds does not (one bare move in the
+// fast state is enough to sink it). The test fails when that median is
+// below 0.97 for To(host); the ratio of the fastest rounds is logged too. It prints a line beginning "managed moves:"
 // with both ratios. It also compares the moves with pinned copies of 1 GiB
 // (the goal: To(device) at 0.9 of the pinned host-to-device copy or
 // better), checks that the data survive the moves (written on the host
@@ -413,11 +415,11 @@ func TestGPUManagedMoveBandwidth(t *testing.T) {
 		t.Logf("To(device) meets the goal of 0.90 of the pinned copy: %.2f", r)
 	}
 	// A line of its own, for the run's summary.
-	fmt.Printf("managed moves: To(device)/bare prefetch to device %.3f, To(host)/bare prefetch to host %.3f (1 GiB, fastest of %d interleaved rounds each; medians of the per-round ratios %.3f and %.3f)\n",
-		devFastest, hostFastest, rounds, devMedian, hostMedian)
+	fmt.Printf("managed moves: To(device)/bare prefetch to device %.3f, To(host)/bare prefetch to host %.3f (1 GiB, medians of %d interleaved rounds' ratios; fastest rounds' ratios %.3f and %.3f)\n",
+		devMedian, hostMedian, rounds, devFastest, hostFastest)
 	t.Logf("per-round ratios: to the device %v, to the host %v", devRatio, hostRatio)
-	if hostFastest < 0.97 {
-		t.Errorf("To(host) ran at %.3f of the bare device-to-host prefetch of the same buffer (fastest of %d interleaved rounds each; median of the per-round ratios %.3f), want 0.97 or more", hostFastest, rounds, hostMedian)
+	if hostMedian < 0.97 {
+		t.Errorf("To(host) ran at %.3f of the bare device-to-host prefetch of the same buffer (median of %d interleaved rounds' ratios; fastest rounds' ratio %.3f), want 0.97 or more", hostMedian, rounds, hostFastest)
 	}
 }
 
