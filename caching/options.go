@@ -133,17 +133,6 @@ const (
 	DefaultMinLargeSegment = 256 << 20
 )
 
-// DefaultExpandableSmallChunk is DefaultOptions' ExpandableSmallChunk: the
-// small pool's expandable segments map 4 MiB at a time. Small requests are
-// at most 1 MiB, so a 2 MiB chunk holds two of the largest; every chunk the
-// small pool grows by is a create, a map and an access grant (tens of
-// microseconds on a GPU), and doubling the chunk halves those growths at
-// the cost of at most one partly used chunk more per stream's small pool
-// (2 MiB). On the simulator over six recorded traces it cut the access
-// grants by 5 % to 27 % and moved peak reserved memory by at most 0.44 % of
-// the floor (on the smallest trace, 0.9 GB); 8 MiB cost 1.3 % there.
-const DefaultExpandableSmallChunk = 4 << 20
-
 // DefaultSegmentDivisor is DefaultOptions' SegmentDivisor: a new large
 // segment is at most an eighth of what the device holds.
 const DefaultSegmentDivisor = 8
@@ -157,10 +146,9 @@ const DefaultGrowthSlack = 0.1875
 
 // DefaultOptions are PyTorch's defaults plus the project's extensions:
 // cross-stream reuse, release before growth with DefaultGrowthSlack,
-// growable segments, segments of at least DefaultSmallSegment (small
+// growable segments, and segments of at least DefaultSmallSegment (small
 // pool) and DefaultMinLargeSegment (large pool, but no more than a
-// DefaultSegmentDivisor-th of what the device holds), and, with expandable
-// segments, small-pool chunks of DefaultExpandableSmallChunk. Together they cut
+// DefaultSegmentDivisor-th of what the device holds). Together they cut
 // device calls several fold against PyTorch's (each allocation tens of
 // microseconds on a GPU, each free of a large segment hundreds) while the
 // footprint stays below PyTorch's; docs/gpu-results.md has the figures they
@@ -168,8 +156,7 @@ const DefaultGrowthSlack = 0.1875
 func DefaultOptions() Options {
 	return Options{CrossStreamReuse: true, ReleaseBeforeGrow: true, GrowthSlack: DefaultGrowthSlack,
 		GrowSegments: true, SegmentDivisor: DefaultSegmentDivisor,
-		SmallSegment: DefaultSmallSegment, MinLargeSegment: DefaultMinLargeSegment,
-		ExpandableSmallChunk: DefaultExpandableSmallChunk}
+		SmallSegment: DefaultSmallSegment, MinLargeSegment: DefaultMinLargeSegment}
 }
 
 // validate checks the options and builds the division table.
