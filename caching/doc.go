@@ -139,12 +139,13 @@
 // while the mapped memory the best fit passed over stays idle. Serving from
 // mapped memory first leaves reserved memory where it is and maps only when
 // no mapped run is long enough. The moves themselves unmap runs of
-// consecutive free chunks in one call, and take segments in address order
-// so that a run is repeatable; scans for mapped chunks stop at a segment's
-// highest mapped chunk. On the simulator over six recorded traces this cut
-// the chunk maps by 1.2x to 3.5x, the access grants by 1.3x to 5x and the
+// consecutive free chunks in one call, and take chunks of the size being
+// mapped first (moved, not released and created again), then segments in
+// address order so that a run is repeatable; scans for mapped chunks stop
+// at a segment's highest mapped chunk. On the simulator over six recorded traces this cut
+// the chunk maps by 1.1x to 3.5x, the access grants by 1.3x to 5x and the
 // unmap calls by 2.6x to 93x; peak reserved memory went down on one trace,
-// stayed on three and rose on two (by 0.16 % and 0.72 % of the floor),
+// stayed on three and rose on two (by 0.16 % and 0.58 % of the floor),
 // everywhere under the best of PyTorch's and the driver's footprints
 // (docs/gpu-results.md has the GPU run).
 //
