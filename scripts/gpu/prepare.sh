@@ -16,10 +16,18 @@ go test -c -ldflags="$ld" -o "$G/tests.test" ./tests
 for p in asyncpool managed deferrable; do
 	go test -c -ldflags="$ld" -o "$G/$p.test" "./$p"
 done
-# The cgo anchor of the transition benchmark (outside the product, behind a
-# build tag): built with cgo where a C compiler is present.
+# The cgo anchor of the transition benchmark, outside the product: its
+# sources are templates (scripts/gpu/cgoanchor/*.go.in), made a package of
+# the module (it uses internal/ccall and internal/native) only for the time
+# of the build, with cgo, where a C compiler is present.
 if command -v gcc >/dev/null; then
-	CGO_ENABLED=1 go test -c -tags cgoanchor -ldflags="$ld" -o "$G/cgoanchor.test" ./scripts/gpu/cgoanchor
+	gen=$(mktemp -d scripts/gpu/cgoanchor/gen.XXXXXX)
+	trap 'rm -rf "$gen"' EXIT
+	for f in scripts/gpu/cgoanchor/*.go.in; do
+		cp "$f" "$gen/$(basename "${f%.in}")"
+	done
+	CGO_ENABLED=1 go test -c -tags cgoanchor -ldflags="$ld" -o "$G/cgoanchor.test" "./$gen"
+	rm -rf "$gen"
 fi
 cp "$shared"/anchors/*.c "$shared"/anchors/*.cpp "$G/anchors/"
 cp "$shared"/traces/*.trace.gz testdata/*.trace.gz "$G/traces/"
