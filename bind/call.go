@@ -217,22 +217,9 @@ func (e *Error) Error() string {
 // Unwrap returns the sentinel the status means, if any.
 func (e *Error) Unwrap() error { return e.Err }
 
-// cString copies the NUL-terminated C string at p (at most 1 MiB).
-func cString(p uintptr) string {
-	if p == 0 {
-		return ""
-	}
-	ptr := *(*unsafe.Pointer)(unsafe.Pointer(&p))
-	n := 0
-	for n < 1<<20 && *(*byte)(unsafe.Add(ptr, n)) != 0 {
-		n++
-	}
-	return string(unsafe.Slice((*byte)(ptr), n))
-}
-
 // CString copies the NUL-terminated C string at p, as C functions return
-// them (a version or a name); 0 gives "".
-func CString(p uintptr) string { return cString(p) }
+// them (a version or a name), at most 1 MiB of it; 0 gives "".
+func CString(p uintptr) string { return ccall.GoString(p) }
 
 func addrOf[T any](p *T) uintptr { return uintptr(unsafe.Pointer(p)) }
 

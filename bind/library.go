@@ -129,7 +129,7 @@ func NameFunc(op Op) func(l *Lib, code int) string {
 		if err != nil {
 			return ""
 		}
-		return cString(r)
+		return CString(r)
 	}
 }
 
@@ -143,7 +143,7 @@ func NameOut(op Op) func(l *Lib, code int) string {
 		if err != nil || int32(r) != int32(l.lib.Status.Success) {
 			return ""
 		}
-		return cString(*out)
+		return CString(*out)
 	}
 }
 

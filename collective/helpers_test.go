@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/half"
 	"github.com/gpumem/gpumem/sim"
 )
 
@@ -130,9 +131,9 @@ func encode(dt DataType, vs []float64) []byte {
 		case Float64:
 			binary.LittleEndian.PutUint64(e, math.Float64bits(v))
 		case Float16:
-			binary.LittleEndian.PutUint16(e, floatToHalf(float32(v)))
+			binary.LittleEndian.PutUint16(e, half.FromFloat32(float32(v)))
 		case Bfloat16:
-			binary.LittleEndian.PutUint16(e, floatToBF16(float32(v)))
+			binary.LittleEndian.PutUint16(e, half.BFromFloat32(float32(v)))
 		}
 	}
 	return b
@@ -162,9 +163,9 @@ func decode(dt DataType, b []byte) []float64 {
 		case Float64:
 			vs[i] = math.Float64frombits(binary.LittleEndian.Uint64(e))
 		case Float16:
-			vs[i] = float64(halfToFloat(binary.LittleEndian.Uint16(e)))
+			vs[i] = float64(half.ToFloat32(binary.LittleEndian.Uint16(e)))
 		case Bfloat16:
-			vs[i] = float64(bf16ToFloat(binary.LittleEndian.Uint16(e)))
+			vs[i] = float64(half.BToFloat32(binary.LittleEndian.Uint16(e)))
 		}
 	}
 	return vs

@@ -2,10 +2,10 @@ package collective
 
 import (
 	"fmt"
-	"math"
 	"unsafe"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/half"
 )
 
 // This file is the simulator engine's arithmetic: a reduction of equal
@@ -84,9 +84,9 @@ func reduce(dt DataType, op Op, ins [][]byte) []byte {
 	case Float64:
 		fold[float64](op, acc, ins)
 	case Float16, Bfloat16:
-		dec, enc := halfToFloat, floatToHalf
+		dec, enc := half.ToFloat32, half.FromFloat32
 		if dt == Bfloat16 {
-			dec, enc = bf16ToFloat, floatToBF16
+			dec, enc = half.BToFloat32, half.BFromFloat32
 		}
 		wide := make([][]byte, len(ins))
 		for r, in := range ins {
@@ -116,74 +116,4 @@ func fold[T number](op Op, acc []byte, ins [][]byte) {
 	if op == Avg {
 		divide(a, len(ins))
 	}
-}
-
-// halfToFloat decodes an IEEE 754 binary16.
-func halfToFloat(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := int(h>>10) & 0x1f
-	frac := uint32(h & 0x3ff)
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
-	case exp == 0 && frac == 0:
-		return math.Float32frombits(sign)
-	case exp == 0: // subnormal: frac * 2^-24
-		f := float32(frac) * (1.0 / (1 << 24))
-		if sign != 0 {
-			return -f
-		}
-		return f
-	}
-	return math.Float32frombits(sign | uint32(exp-15+127)<<23 | frac<<13)
-}
-
-// floatToHalf encodes f as binary16, rounding to nearest even.
-func floatToHalf(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int(b>>23) & 0xff
-	frac := b & 0x7fffff
-	if exp == 0xff {
-		if frac != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	}
-	e := exp - 127 + 15
-	if e >= 0x1f {
-		return sign | 0x7c00
-	}
-	if e <= 0 {
-		if e < -10 {
-			return sign
-		}
-		m := frac | 0x800000
-		shift := uint(14 - e)
-		h := m >> shift
-		rem := m & (1<<shift - 1)
-		half := uint32(1) << (shift - 1)
-		if rem > half || (rem == half && h&1 == 1) {
-			h++
-		}
-		return sign | uint16(h)
-	}
-	h := uint32(e)<<10 | frac>>13
-	rem := frac & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
-		h++
-	}
-	return sign | uint16(h)
-}
-
-func bf16ToFloat(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
-
-// floatToBF16 keeps the upper half of f, rounding to nearest even.
-func floatToBF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	if b&0x7fffffff > 0x7f800000 {
-		return uint16(b>>16) | 0x40
-	}
-	b += 0x7fff + (b>>16)&1
-	return uint16(b >> 16)
 }

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/gpumem/gpumem/bind"
+	"github.com/gpumem/gpumem/internal/half"
 )
 
 // TestTable: one symbol for both vendors on every row, the argument counts
@@ -108,20 +109,20 @@ func TestNames(t *testing.T) {
 // with, round-tripping and rounding to nearest even.
 func TestHalf(t *testing.T) {
 	for _, f := range []float32{0, 1, -2, 0.5, 65504, 1.0 / 16384, 3.140625, -0.0009765625} {
-		if got := halfToFloat(floatToHalf(f)); got != f {
+		if got := half.ToFloat32(half.FromFloat32(f)); got != f {
 			t.Errorf("half %v -> %v", f, got)
 		}
-		if got := bf16ToFloat(floatToBF16(f)); f != 65504 && got != f {
+		if got := half.BToFloat32(half.BFromFloat32(f)); f != 65504 && got != f {
 			t.Errorf("bf16 %v -> %v", f, got)
 		}
 	}
-	if h := floatToHalf(1 + 1.0/2048); h != 0x3c00 { // a tie: to even
+	if h := half.FromFloat32(1 + 1.0/2048); h != 0x3c00 { // a tie: to even
 		t.Errorf("1+2^-11 -> %#x", h)
 	}
-	if h := floatToHalf(1e6); h != 0x7c00 {
+	if h := half.FromFloat32(1e6); h != 0x7c00 {
 		t.Errorf("1e6 -> %#x, want +inf", h)
 	}
-	if b := floatToBF16(1 + 1.0/128 + 1.0/256); b != 0x3f82 { // 1.01171875 ties up to 1.015625
+	if b := half.BFromFloat32(1 + 1.0/128 + 1.0/256); b != 0x3f82 { // 1.01171875 ties up to 1.015625
 		t.Errorf("bf16 rounding %#x", b)
 	}
 }

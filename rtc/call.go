@@ -50,19 +50,6 @@ func escape(x any) {
 	}
 }
 
-// goString copies the NUL-terminated C string at p.
-func goString(p uintptr) string {
-	if p == 0 {
-		return ""
-	}
-	ptr := *(*unsafe.Pointer)(unsafe.Pointer(&p))
-	n := 0
-	for n < 1<<20 && *(*byte)(unsafe.Add(ptr, n)) != 0 {
-		n++
-	}
-	return string(unsafe.Slice((*byte)(ptr), n))
-}
-
 // status turns a result code into an error: nil on success.
 func (c *Compiler) status(op symtab.Op, r uintptr) error {
 	code := int(int32(r))
@@ -71,7 +58,7 @@ func (c *Compiler) status(op symtab.Op, r uintptr) error {
 	}
 	name := ""
 	if fn := c.fns[symtab.RTCGetErrorString]; fn != 0 {
-		name = goString(ccall.Call1(fn, uintptr(code)))
+		name = ccall.GoString(ccall.Call1(fn, uintptr(code)))
 	}
 	return &Error{Compiler: c.String(), Op: symtab.RTC.Rows[op].Symbol[c.vendor], Code: code, Name: name}
 }
@@ -192,7 +179,7 @@ func (c *Compiler) compile(src, name string, opts, exprs []string, cubin bool) (
 			if err := c.status(symtab.RTCGetLoweredName, r); err != nil {
 				return out, err
 			}
-			out.lowered[e] = goString(cl.ptr)
+			out.lowered[e] = ccall.GoString(cl.ptr)
 		}
 	}
 	runtime.KeepAlive(exprB)

@@ -10,6 +10,7 @@ import (
 	"github.com/ebitengine/purego"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/ccall"
 	"github.com/gpumem/gpumem/internal/symtab"
 )
 
@@ -78,7 +79,7 @@ func fakeFunctions() map[string]uintptr {
 			fakeMu.Lock()
 			fakeNext++
 			id := fakeNext
-			fakeProgs[id] = &fakeProgram{src: goString(src), name: goString(name), lowered: map[string][]byte{}}
+			fakeProgs[id] = &fakeProgram{src: ccall.GoString(src), name: ccall.GoString(name), lowered: map[string][]byte{}}
 			fakeMu.Unlock()
 			put(pprog, id)
 			return 0
@@ -95,7 +96,7 @@ func fakeFunctions() map[string]uintptr {
 			if p == nil {
 				return symtab.RTCErrorInvalidInput
 			}
-			p.exprs = append(p.exprs, goString(expr))
+			p.exprs = append(p.exprs, ccall.GoString(expr))
 			return 0
 		})
 		compile := cb(func(prog, n, opts uintptr) uintptr {
@@ -105,7 +106,7 @@ func fakeFunctions() map[string]uintptr {
 				return symtab.RTCErrorInvalidInput
 			}
 			for i := uintptr(0); i < n; i++ {
-				o := goString(get[uintptr](opts + i*unsafe.Sizeof(uintptr(0))))
+				o := ccall.GoString(get[uintptr](opts + i*unsafe.Sizeof(uintptr(0))))
 				if a, ok := strings.CutPrefix(o, "--gpu-architecture="); ok {
 					p.arch = a
 				}
@@ -157,7 +158,7 @@ func fakeFunctions() map[string]uintptr {
 			if p == nil {
 				return symtab.RTCErrorInvalidInput
 			}
-			l, ok := p.lowered[goString(expr)]
+			l, ok := p.lowered[ccall.GoString(expr)]
 			if !ok {
 				return 10
 			}

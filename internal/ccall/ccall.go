@@ -369,9 +369,14 @@ func CallGuard6(pre, preArg, guard, guardArg, fn, a1, a2, a3, a4, a5, a6 uintptr
 	return f.r, int(f.failed)
 }
 
+// MaxGoString is the most bytes GoString copies: a name, a version or a
+// compiler log, never a runaway read of memory without a NUL.
+const MaxGoString = 1 << 20
+
 // GoString copies the NUL-terminated C string at p (for example the
-// const char* that cuGetErrorName stores) into a Go string. A zero p gives "".
-// p must point to readable memory holding a NUL-terminated string.
+// const char* that cuGetErrorName stores) into a Go string, at most
+// MaxGoString bytes of it. A zero p gives "". p must point to readable
+// memory holding a NUL-terminated string.
 func GoString(p uintptr) string {
 	if p == 0 {
 		return ""
@@ -380,7 +385,7 @@ func GoString(p uintptr) string {
 	// flags: p is C memory the garbage collector does not manage.
 	ptr := *(*unsafe.Pointer)(unsafe.Pointer(&p))
 	n := 0
-	for *(*byte)(unsafe.Add(ptr, n)) != 0 {
+	for n < MaxGoString && *(*byte)(unsafe.Add(ptr, n)) != 0 {
 		n++
 	}
 	return string(unsafe.Slice((*byte)(ptr), n))
