@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/blas"
+	"github.com/gpumem/gpumem/internal/blasref"
 	"github.com/gpumem/gpumem/sim"
 )
 
@@ -14,30 +15,7 @@ import (
 // the package's simulator kernel: the tests compare the two.
 
 func refGemm(ta, tb blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
-	for j := 0; j < n; j++ {
-		for i := 0; i < m; i++ {
-			var s float64
-			for l := 0; l < k; l++ {
-				var av, bv float64
-				if ta == blas.NoTrans {
-					av = a[i+l*lda]
-				} else {
-					av = a[l+i*lda]
-				}
-				if tb == blas.NoTrans {
-					bv = b[l+j*ldb]
-				} else {
-					bv = b[j+l*ldb]
-				}
-				s += av * bv
-			}
-			if beta == 0 {
-				c[i+j*ldc] = alpha * s
-			} else {
-				c[i+j*ldc] = alpha*s + beta*c[i+j*ldc]
-			}
-		}
-	}
+	blasref.Gemm(ta != blas.NoTrans, tb != blas.NoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // at is the stored index of element i of a vector of n with increment inc.

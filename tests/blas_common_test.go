@@ -10,6 +10,7 @@ import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/blas"
 	"github.com/gpumem/gpumem/caching"
+	"github.com/gpumem/gpumem/internal/blasref"
 	"github.com/gpumem/gpumem/sim"
 )
 
@@ -117,26 +118,7 @@ const blasGap = -777.25 // the gaps of a leading dimension: never written
 
 // hostGemm is the float64 reference: C = alpha*op(A)*op(B) + beta*C.
 func hostGemm(ta, tb blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
-	for j := 0; j < n; j++ {
-		for i := 0; i < m; i++ {
-			var s float64
-			for l := 0; l < k; l++ {
-				var av, bv float64
-				if ta == blas.Trans {
-					av = a[l+i*lda]
-				} else {
-					av = a[i+l*lda]
-				}
-				if tb == blas.Trans {
-					bv = b[j+l*ldb]
-				} else {
-					bv = b[l+j*ldb]
-				}
-				s += av * bv
-			}
-			c[i+j*ldc] = alpha*s + beta*c[i+j*ldc]
-		}
-	}
+	blasref.Gemm(ta == blas.Trans, tb == blas.Trans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // blasGemmCheck runs Sgemm and Dgemm of m x n x k with every transpose
