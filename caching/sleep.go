@@ -159,13 +159,18 @@ func (a *Allocator) Sleep(ctx context.Context) error {
 
 // SleepDevice is Sleep for device dev alone.
 func (a *Allocator) SleepDevice(ctx context.Context, dev int) error {
+	return a.onDevice(dev, func(d *device) error { return d.sleepLocked(ctx) })
+}
+
+// onDevice runs fn with device dev's lock held.
+func (a *Allocator) onDevice(dev int, fn func(*device) error) error {
 	d, err := a.device(dev)
 	if err != nil {
 		return err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.sleepLocked(ctx)
+	return fn(d)
 }
 
 // Asleep reports whether device dev is asleep (false for an unknown device).

@@ -39,13 +39,7 @@ func (a *Allocator) Wake(ctx context.Context) error {
 
 // WakeDevice is Wake for device dev alone.
 func (a *Allocator) WakeDevice(ctx context.Context, dev int) error {
-	d, err := a.device(dev)
-	if err != nil {
-		return err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.wakeLocked(ctx)
+	return a.onDevice(dev, func(d *device) error { return d.wakeLocked(ctx) })
 }
 
 // chunkRef is chunk i of an expandable segment.
