@@ -2,7 +2,8 @@
 // their symbols, turning every failure into an error value that carries the
 // dynamic loader's own message.
 //
-// A library is opened with RTLD_NOW|RTLD_GLOBAL from a list of candidates
+// A library is opened with RTLD_NOW|RTLD_GLOBAL|RTLD_NODELETE (it stays in
+// memory after Close; see openMode) from a list of candidates
 // (bare sonames such as "libcuda.so.1", which the loader searches for in its
 // usual places, or explicit paths); the first that loads wins. When none
 // loads, the *LoadError lists every candidate with the message dlerror gave
