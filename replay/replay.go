@@ -39,6 +39,25 @@ type Options struct {
 	Conf           string // the configuration, for the result
 	Device         int    // the device to replay on (default 0)
 	TimelinePoints int    // at most this many timeline points (0: DefaultTimelinePoints; <0: none)
+	// Passes replays the trace this many times back to back over the same
+	// allocator (0 or 1: once), as a job that repeats the recorded work:
+	// each pass frees, at its end, what the trace leaves live, so that
+	// every pass starts with nothing allocated and the allocator's cache
+	// as the previous pass left it. Result.Passes says what each pass
+	// cost: an allocator that has settled makes no device calls after the
+	// first.
+	Passes int
+}
+
+// MaxPasses bounds Options.Passes.
+const MaxPasses = 1000
+
+// Pass is what one pass of a replay of several cost (Options.Passes).
+type Pass struct {
+	NsPerPair    float64 `json:"ns_per_pair"`
+	PeakReserved uint64  `json:"peak_reserved"`
+	DeviceAllocs int64   `json:"device_allocs"` // made during the pass
+	DeviceFrees  int64   `json:"device_frees"`  // made during the pass
 }
 
 // Point is one sample of the timeline: the bytes live at event index Event.
@@ -73,6 +92,10 @@ type Result struct {
 	NsPerPair         float64 `json:"ns_per_pair"` // host time of the loop over pairs
 	Overhead          float64 `json:"overhead"`    // peak_reserved / peak_requested
 	LiveAtEnd         int     `json:"live_at_end"` // allocations the trace leaves live
+
+	// Passes holds each pass's figures when the replay ran more than one
+	// (Options.Passes); the figures above then cover all the passes.
+	Passes []Pass `json:"passes,omitempty"`
 
 	// Profile is what the timed loop spent in each backend operation, when
 	// the replay ran over a Profiler (see NewProfiler); else empty.
@@ -124,6 +147,10 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 	if err != nil {
 		return Result{}, err
 	}
+	passes := max(opts.Passes, 1)
+	if opts.Passes < 0 || opts.Passes > MaxPasses {
+		return Result{}, fmt.Errorf("gpumem: replay: %d passes: want 1 to %d: %w", opts.Passes, MaxPasses, gpumem.ErrInvalidValue)
+	}
 	dev := opts.Device
 	if n, err := b.DeviceCount(); err != nil {
 		return Result{}, fmt.Errorf("gpumem: replay: %w", err)
@@ -166,7 +193,7 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 	}
 	every := math.MaxInt
 	if maxPoints > 1 {
-		every = (len(steps) + maxPoints - 2) / (maxPoints - 1)
+		every = (passes*len(steps) + maxPoints - 2) / (maxPoints - 1)
 		if every < 1 {
 			every = 1
 		}
@@ -179,7 +206,7 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 	owner := make([]uint8, slots)
 	sizes := make([]uint64, slots)
 	var live, bucketReq, peakReq uint64
-	var peakRes, peakAlloc uint64
+	var peakRes, peakAlloc, passPeak uint64
 	var sampling time.Duration
 	sample := func(i int) {
 		t0 := time.Now()
@@ -189,6 +216,7 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 		p.Reserved = uint64(max(st.ReservedBytes[gpumem.StatAll].Peak, 0))
 		alloc.ResetPeakStats(dev)
 		peakRes = max(peakRes, p.Reserved)
+		passPeak = max(passPeak, p.Reserved)
 		peakAlloc = max(peakAlloc, p.Allocated)
 		if maxPoints > 0 {
 			res.Timeline = append(res.Timeline, p)
@@ -197,7 +225,7 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 		sampling += time.Since(t0)
 	}
 	if maxPoints > 0 {
-		res.Timeline = make([]Point, 0, len(steps)/every+2)
+		res.Timeline = make([]Point, 0, passes*len(steps)/every+2)
 		sample(0)
 		sampling = 0 // only samples inside the timed loop are subtracted
 	}
@@ -207,53 +235,92 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 		prof.Reset()
 	}
 	done := ctx.Done()
-	start := time.Now()
-	for i, s := range steps {
-		if done != nil && i&(checkEvery-1) == 0 && ctx.Err() != nil {
-			return res, fmt.Errorf("gpumem: replay: %s: stopped before event %d: %w", tr.Name, i+1, context.Cause(ctx))
+	var elapsed time.Duration
+	n, perPass := len(steps), pairsIn(steps)
+	for pass := 0; pass < passes; pass++ {
+		before := alloc.Stats(dev)
+		if pass > 0 {
+			// Each pass's peaks are its own: the previous pass's are
+			// folded into the replay's first.
+			peakRes = max(peakRes, uint64(max(before.ReservedBytes[gpumem.StatAll].Peak, 0)))
+			peakAlloc = max(peakAlloc, uint64(max(before.AllocatedBytes[gpumem.StatAll].Peak, 0)))
+			alloc.ResetPeakStats(dev)
 		}
-		if s.alloc {
-			res.Pairs++
-			p, err := alloc.Allocate(s.size, streams[s.stream])
-			if err != nil {
-				if errors.Is(err, gpumem.ErrOutOfMemory) {
-					res.OOMs++
-					ptrs[s.slot] = 0
+		passPeak = uint64(max(before.ReservedBytes[gpumem.StatAll].Current, 0))
+		sampling = 0
+		start := time.Now()
+		for i, s := range steps {
+			at := pass*n + i // the event's index over all the passes
+			if done != nil && at&(checkEvery-1) == 0 && ctx.Err() != nil {
+				return res, fmt.Errorf("gpumem: replay: %s: stopped before event %d%s: %w", tr.Name, i+1, passNote(pass, passes), context.Cause(ctx))
+			}
+			if s.alloc {
+				res.Pairs++
+				p, err := alloc.Allocate(s.size, streams[s.stream])
+				if err != nil {
+					if errors.Is(err, gpumem.ErrOutOfMemory) {
+						res.OOMs++
+						ptrs[s.slot] = 0
+						continue
+					}
+					return res, fmt.Errorf("gpumem: replay: %s: event %d%s (%v): %w", tr.Name, i+1, passNote(pass, passes), tr.Events[i], err)
+				}
+				ptrs[s.slot], owner[s.slot], sizes[s.slot] = p, s.stream, s.size
+				live += s.size
+				if live > peakReq {
+					peakReq = live
+				}
+				if live > bucketReq {
+					bucketReq = live
+				}
+			} else if p := ptrs[s.slot]; p != 0 {
+				own := owner[s.slot]
+				if own != s.stream {
+					if err := alloc.RecordStream(p, streams[s.stream]); err != nil {
+						return res, fmt.Errorf("gpumem: replay: %s: event %d%s (%v): record stream: %w", tr.Name, i+1, passNote(pass, passes), tr.Events[i], err)
+					}
+				}
+				if err := alloc.Deallocate(p, streams[own]); err != nil {
+					return res, fmt.Errorf("gpumem: replay: %s: event %d%s (%v): %w", tr.Name, i+1, passNote(pass, passes), tr.Events[i], err)
+				}
+				ptrs[s.slot] = 0
+				live -= sizes[s.slot]
+			}
+			if (at+1)%every == 0 {
+				sample(at + 1)
+			}
+		}
+		if pass < passes-1 {
+			// What the trace leaves live is freed before the next pass,
+			// on its allocation's stream.
+			for slot, p := range ptrs {
+				if p == 0 {
 					continue
 				}
-				return res, fmt.Errorf("gpumem: replay: %s: event %d (%v): %w", tr.Name, i+1, tr.Events[i], err)
-			}
-			ptrs[s.slot], owner[s.slot], sizes[s.slot] = p, s.stream, s.size
-			live += s.size
-			if live > peakReq {
-				peakReq = live
-			}
-			if live > bucketReq {
-				bucketReq = live
-			}
-		} else if p := ptrs[s.slot]; p != 0 {
-			own := owner[s.slot]
-			if own != s.stream {
-				if err := alloc.RecordStream(p, streams[s.stream]); err != nil {
-					return res, fmt.Errorf("gpumem: replay: %s: event %d (%v): record stream: %w", tr.Name, i+1, tr.Events[i], err)
+				if err := alloc.Deallocate(p, streams[owner[slot]]); err != nil {
+					return res, fmt.Errorf("gpumem: replay: %s: freeing what pass %d left live: %w", tr.Name, pass+1, err)
 				}
+				ptrs[slot] = 0
+				live -= sizes[slot]
 			}
-			if err := alloc.Deallocate(p, streams[own]); err != nil {
-				return res, fmt.Errorf("gpumem: replay: %s: event %d (%v): %w", tr.Name, i+1, tr.Events[i], err)
-			}
-			ptrs[s.slot] = 0
-			live -= sizes[s.slot]
 		}
-		if (i+1)%every == 0 {
-			sample(i + 1)
+		took := time.Since(start) - sampling
+		elapsed += took
+		if passes > 1 {
+			after := alloc.Stats(dev)
+			res.Passes = append(res.Passes, Pass{
+				NsPerPair:    float64(took.Nanoseconds()) / float64(max(perPass, 1)),
+				PeakReserved: max(passPeak, uint64(max(after.ReservedBytes[gpumem.StatAll].Peak, 0))),
+				DeviceAllocs: after.NumDeviceAlloc - before.NumDeviceAlloc,
+				DeviceFrees:  after.NumDeviceFree - before.NumDeviceFree,
+			})
 		}
 	}
-	elapsed := time.Since(start) - sampling
 	if prof != nil {
 		res.Profile = prof.Profile()
 	}
-	if maxPoints > 0 && len(steps)%every != 0 {
-		sample(len(steps))
+	if maxPoints > 0 && (passes*n)%every != 0 {
+		sample(passes * n)
 	}
 	for _, s := range streams {
 		if err := b.StreamSynchronize(s); err != nil {
@@ -282,6 +349,25 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 		res.Overhead = float64(peakRes) / float64(peakReq)
 	}
 	return res, nil
+}
+
+// passNote names the pass of an event in an error, when there are several.
+func passNote(pass, passes int) string {
+	if passes == 1 {
+		return ""
+	}
+	return fmt.Sprintf(" of pass %d", pass+1)
+}
+
+// pairsIn counts the allocations among steps.
+func pairsIn(steps []step) int {
+	n := 0
+	for _, s := range steps {
+		if s.alloc {
+			n++
+		}
+	}
+	return n
 }
 
 // compile checks the trace and gives every allocation a dense slot so that

@@ -16,8 +16,8 @@ import (
 )
 
 const replayUsage = `usage: gpumem replay [--backend cuda|hip|sim|auto] [--allocator NAME] [--conf CONF]
-                     [--sim-capacity BYTES] [--sim-devices N] [--html FILE] [--json] [--profile]
-                     [--snapshot FILE] [--verbose] [TRACE|SNAPSHOT|-...]
+                     [--sim-capacity BYTES] [--sim-devices N] [--html FILE] [--json] [--passes N]
+                     [--profile] [--snapshot FILE] [--verbose] [TRACE|SNAPSHOT|-...]
 `
 
 func cmdReplay(args []string, stdout, stderr io.Writer) int {
@@ -30,10 +30,14 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	htmlOut := fs.String("html", "", "write a self-contained page with the memory timeline to `FILE`")
 	asJSON := fs.Bool("json", false, "print one JSON object per trace and allocator, one a line")
 	profile := fs.Bool("profile", false, "time every backend call the allocator makes in the replay loop: print calls, total and longest time per operation to stderr (and \"profile\" in --json)")
+	passes := fs.Int("passes", 1, "replay each trace N times back to back over the same allocator, freeing what a pass leaves live before the next, and report each pass (an allocator that has settled makes no device calls after the first); 1.."+fmt.Sprint(replay.MaxPasses))
 	snapshotOut := fs.String("snapshot", "", "write the replay's memory snapshot and history, in PyTorch's pickle layout for pytorch.org/memory_viz, to `FILE`")
 	files, code, ok := parseCommand(fs, args)
 	if !ok {
 		return code
+	}
+	if *passes < 1 || *passes > replay.MaxPasses {
+		return fail(stderr, replayUsage, usagef("--passes %d: want 1 to %d", *passes, replay.MaxPasses))
 	}
 	if err := checkSnapshotPath(*snapshotOut); err != nil {
 		return fail(stderr, replayUsage, err)
@@ -154,7 +158,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 				rec = newSnapshotRecorder(a)
 				a = rec
 			}
-			opts := replay.Options{Allocator: name, Conf: conf.String()}
+			opts := replay.Options{Allocator: name, Conf: conf.String(), Passes: *passes}
 			if *htmlOut == "" {
 				// Only the page draws the timeline; sampling it inside
 				// the timed loop (a statistics copy and two clock reads
@@ -366,6 +370,16 @@ func printResults(w io.Writer, results []replay.Result) {
 		fmt.Fprintln(w, b.String())
 	}
 	fmt.Fprintln(w, "\nfloor: peak of live requested bytes; overhead: peak reserved / floor; ns/pair: host time per allocation+free")
+	for _, r := range results {
+		if len(r.Passes) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s through %s, by pass:\n", r.Trace, r.Allocator)
+		for i, p := range r.Passes {
+			fmt.Fprintf(w, "  pass %d: %s peak reserved, %d device allocs, %d device frees, %.0f ns/pair\n",
+				i+1, gib(p.PeakReserved), p.DeviceAllocs, p.DeviceFrees, p.NsPerPair)
+		}
+	}
 }
 
 func gib(n uint64) string { return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30)) }

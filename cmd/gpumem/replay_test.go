@@ -330,3 +330,41 @@ func TestReplayTimelineOnlyForHTML(t *testing.T) {
 		}
 	}
 }
+
+// --passes: each trace replayed several times over one allocator, a line
+// per pass in the table and "passes" in JSON; the caching allocator serves
+// the later passes from its cache. Out-of-range counts are usage errors.
+func TestReplayPasses(t *testing.T) {
+	p := writeTrace(t, "a.trace", tinyTrace+"a 4 2097152 0\n")
+	code, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "caching", "--passes", "3", "--json", p)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	lines := decodeLines(t, o)
+	if len(lines) != 1 {
+		t.Fatalf("%d lines: %s", len(lines), o)
+	}
+	passes, _ := lines[0]["passes"].([]any)
+	if len(passes) != 3 {
+		t.Fatalf("passes: %v", lines[0]["passes"])
+	}
+	if pairs, _ := lines[0]["pairs"].(float64); pairs != 12 {
+		t.Errorf("pairs %v, want 3 passes of 4", pairs)
+	}
+	for i, x := range passes {
+		pass, _ := x.(map[string]any)
+		allocs, _ := pass["device_allocs"].(float64)
+		if (i == 0) != (allocs > 0) {
+			t.Errorf("pass %d: %v device allocations", i+1, allocs)
+		}
+	}
+	code, o, e = runCmd(t, "replay", "--backend", "sim", "--allocator", "caching", "--passes", "2", p)
+	if code != exitOK || !strings.Contains(o, "pass 2: ") || !strings.Contains(o, "by pass") {
+		t.Errorf("table: exit %d: %s %s", code, o, e)
+	}
+	for _, bad := range []string{"0", "-3", "1001", "x"} {
+		if code, _, e := runCmd(t, "replay", "--backend", "sim", "--passes", bad, p); code != exitUsage || !strings.Contains(e, "passes") {
+			t.Errorf("--passes %s: exit %d: %s", bad, code, e)
+		}
+	}
+}
