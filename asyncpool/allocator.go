@@ -128,6 +128,11 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 	if err != nil {
 		return 0, err
 	}
+	if d.guarded != nil && !s.IsDefault() && size != 0 && size <= d.total && d.quiet(size) {
+		if p, ok, err := d.allocUncaptured(size, s); ok || err != nil {
+			return p, err
+		}
+	}
 	d.life.RLock()
 	defer d.life.RUnlock()
 	if d.closed {
@@ -141,11 +146,6 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 	}
 	if size > d.total {
 		return 0, d.tooLarge(size, s)
-	}
-	if d.guarded != nil && !s.IsDefault() && d.quiet(size) {
-		if p, ok, err := d.allocUncaptured(size, s); ok || err != nil {
-			return p, err
-		}
 	}
 	ci, err := d.captureInfo(s)
 	if err != nil {

@@ -1,6 +1,7 @@
 package asyncpool_test
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/gpumem/gpumem"
@@ -14,9 +15,14 @@ import (
 type nullCalls struct {
 	*sim.GPU
 	next gpumem.Ptr
+	lock *sync.Mutex // guards next when several goroutines allocate
 }
 
 func (n *nullCalls) MallocFromPoolAsyncUncaptured(size uint64, _ gpumem.MemPool, _ gpumem.Stream) (gpumem.Ptr, gpumem.CaptureStatus, error) {
+	if n.lock != nil {
+		n.lock.Lock()
+		defer n.lock.Unlock()
+	}
 	n.next += 1 << 21
 	return n.next, gpumem.CaptureNone, nil
 }
@@ -64,4 +70,65 @@ func BenchmarkBookkeeping(b *testing.B) {
 	if st := a.Stats(0); st.NumDeviceAlloc != int64(b.N+live) {
 		b.Fatalf("%d device allocations, want %d (the guarded path was not taken)", st.NumDeviceAlloc, b.N+live)
 	}
+}
+
+// BenchmarkBookkeepingParallel is BenchmarkBookkeeping from eight
+// goroutines on a stream each, on one device: what the device's lock costs
+// under contention (ns/op is per pair, all goroutines together).
+func BenchmarkBookkeepingParallel(b *testing.B) {
+	g, err := sim.New(sim.Config{NoStacks: true, Devices: []sim.DeviceConfig{{Name: "H200", Capacity: 140 * gib}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := &nullCalls{GPU: g, next: 1 << 40}
+	a, err := asyncpool.New(n, asyncpool.DefaultOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	const workers, live = 8, 64
+	streams := make([]gpumem.Stream, workers)
+	for i := range streams {
+		if streams[i], err = g.StreamCreate(0, gpumem.StreamNonBlocking, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var mu sync.Mutex // nullCalls' address counter
+	n.lock = &mu
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(s gpumem.Stream) {
+			defer wg.Done()
+			held := make([]gpumem.Ptr, live)
+			for i := range held {
+				held[i], _ = a.Allocate(mib, s)
+			}
+			for i := 0; i < b.N/workers; i++ {
+				j := i % live
+				if err := a.Deallocate(held[j], s); err != nil {
+					b.Error(err)
+					return
+				}
+				var err error
+				if held[j], err = a.Allocate(mib, s); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+			for _, p := range held {
+				_ = a.Deallocate(p, s)
+			}
+		}(streams[w])
+	}
+	wg.Wait()
+	b.StopTimer()
+	if err := a.Close(); err != nil {
+		b.Fatal(err)
+	}
+	for _, s := range streams {
+		_ = g.StreamDestroy(s)
+	}
+	_ = g.Close()
 }

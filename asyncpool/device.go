@@ -91,7 +91,7 @@ type device struct {
 
 	// life is read-locked by every operation and write-locked by Close.
 	life   sync.RWMutex
-	closed bool // set under life's write lock
+	closed bool // set under life's write lock and mu
 
 	allocated atomic.Int64 // bytes handed out (and reserved by in-flight allocations)
 	pending   atomic.Int64 // bytes freed by users but not known released
@@ -355,10 +355,17 @@ func (d *device) quiet(size uint64) bool { return d.idle() && !d.overThrottle(si
 func (d *device) charge(size uint64) { d.allocated.Add(int64(size)) }
 
 // allocUncaptured is Allocate's fast path: the capture check and the
-// allocation in one backend call (guarded). ok false with no error: the
-// stream is being captured, or the pool is exhausted; nothing was
-// allocated and the caller takes the full path, which asks again.
+// allocation in one backend call (guarded), made under mu with the record
+// and the statistics, so that one lock covers the whole pair of steps and
+// Close, which sets closed under mu, cannot overtake it. ok false with no
+// error: the stream is being captured, or the pool is exhausted; nothing
+// was allocated and the caller takes the full path, which asks again.
 func (d *device) allocUncaptured(size uint64, s gpumem.Stream) (p gpumem.Ptr, ok bool, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return 0, false, errClosed
+	}
 	d.charge(size)
 	p, st, err := d.guarded.MallocFromPoolAsyncUncaptured(size, d.pool, s)
 	if err != nil || st != gpumem.CaptureNone {
@@ -368,7 +375,7 @@ func (d *device) allocUncaptured(size uint64, s gpumem.Stream) (p gpumem.Ptr, ok
 		}
 		return 0, false, nil
 	}
-	p, err = d.insert(p, size, s, nil)
+	p, err = d.insertLocked(p, size, s, nil)
 	return p, err == nil, err
 }
 
@@ -376,9 +383,14 @@ func (d *device) allocUncaptured(size uint64, s gpumem.Stream) (p gpumem.Ptr, ok
 // counts it; a p that is still live is the backend's error.
 func (d *device) insert(p gpumem.Ptr, size uint64, s gpumem.Stream, gs *graphState) (gpumem.Ptr, error) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.insertLocked(p, size, s, gs)
+}
+
+// insertLocked is insert with mu held.
+func (d *device) insertLocked(p gpumem.Ptr, size uint64, s gpumem.Stream, gs *graphState) (gpumem.Ptr, error) {
 	if !d.recs.add(p, record{size: size, stream: s, graph: gs}) {
 		d.tally.devAllocs++
-		d.mu.Unlock()
 		d.allocated.Add(-int64(size))
 		if p == 0 {
 			return 0, fmt.Errorf("asyncpool: backend returned a nil address for %d bytes: %w", size, gpumem.ErrInvalidValue)
@@ -389,7 +401,6 @@ func (d *device) insert(p gpumem.Ptr, size uint64, s gpumem.Stream, gs *graphSta
 		gs.allocs[p] = struct{}{}
 	}
 	d.noteAllocLocked(p, size, s)
-	d.mu.Unlock()
 	return p, nil
 }
 

@@ -24,6 +24,11 @@ func errFreed(p gpumem.Ptr) error {
 // search says whether to look on the other devices when d does not hold p
 // (memory freed from a peer device's stream).
 func (d *device) deallocate(p gpumem.Ptr, s gpumem.Stream, search bool) error {
+	if d.guarded != nil && !s.IsDefault() && d.idle() {
+		if done, err := d.freeUncaptured(p, s); done || err != nil {
+			return err
+		}
+	}
 	d.life.RLock()
 	other, err := d.deallocateLive(p, s, search)
 	d.life.RUnlock()
@@ -38,11 +43,6 @@ func (d *device) deallocate(p gpumem.Ptr, s gpumem.Stream, search bool) error {
 func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*device, error) {
 	if d.closed {
 		return nil, errClosed
-	}
-	if d.guarded != nil && !s.IsDefault() && d.idle() {
-		if done, err := d.freeUncaptured(p, s); done || err != nil {
-			return nil, err
-		}
 	}
 	ci, err := d.captureInfo(s)
 	if err != nil {
@@ -175,46 +175,38 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 
 // freeUncaptured is Deallocate's fast path for a live allocation of no
 // capture, with no recorded streams, freed on a stream of its device: the
-// capture check and the free in one backend call (guarded). done false with
-// no error: p is not such an allocation (or not known) or the stream is being
-// captured; the record is as it was and the caller takes the full path.
+// capture check and the free in one backend call (guarded), made under mu
+// with the record and the statistics (the address leaves the table before
+// the driver may hand it out again, and Close cannot overtake the call).
+// done false with no error: p is not such an allocation (or not known) or
+// the stream is being captured; the record is as it was and the caller
+// takes the full path.
 func (d *device) freeUncaptured(p gpumem.Ptr, s gpumem.Stream) (done bool, err error) {
 	d.mu.Lock()
-	// Out of the table before the driver may hand the address out again;
-	// counted as freed now (the history, when kept, once the free is made)
-	// and put back as it was if nothing is freed.
+	defer d.mu.Unlock()
+	if d.closed {
+		return false, errClosed
+	}
 	rec, ok := d.recs.take(p)
 	if !ok {
-		d.mu.Unlock()
 		return false, nil
 	}
 	if rec.state != stateLive || rec.graph != nil || len(rec.recorded()) != 0 || s.Device != d.id {
 		d.recs.add(p, rec)
-		d.mu.Unlock()
+		return false, nil
+	}
+	st, err := d.guarded.FreeAsyncUncaptured(p, s)
+	if err != nil || st != gpumem.CaptureNone {
+		// Nothing was freed: the address cannot have been handed out.
+		d.recs.add(p, rec)
+		if err != nil {
+			return false, fmt.Errorf("asyncpool: freeing %#x on %v: %w", uintptr(p), s, err)
+		}
 		return false, nil
 	}
 	d.allocated.Add(-int64(rec.size))
-	d.tally.free(rec.size, false)
-	d.mu.Unlock()
-	st, err := d.guarded.FreeAsyncUncaptured(p, s)
-	if err == nil && st == gpumem.CaptureNone {
-		if d.hist.On() {
-			d.mu.Lock()
-			d.noteFreeHistoryLocked(p, rec.size, s, false)
-			d.mu.Unlock()
-		}
-		return true, nil
-	}
-	// Nothing was freed: the address cannot have been handed out.
-	d.mu.Lock()
-	d.recs.add(p, rec)
-	d.allocated.Add(int64(rec.size))
-	d.unnoteFreeLocked(rec.size, false)
-	d.mu.Unlock()
-	if err != nil {
-		return false, fmt.Errorf("asyncpool: freeing %#x on %v: %w", uintptr(p), s, err)
-	}
-	return false, nil
+	d.noteFreeLocked(p, rec.size, s, false)
+	return true, nil
 }
 
 // toPendingLocked moves a record's bytes from allocated to pending release.
@@ -365,7 +357,11 @@ func (d *device) trim() error {
 func (d *device) close() error {
 	d.life.Lock()
 	defer d.life.Unlock()
+	// Set under mu too: the fast paths (allocUncaptured, freeUncaptured)
+	// take only mu, and hold it across their backend call.
+	d.mu.Lock()
 	d.closed = true
+	d.mu.Unlock()
 	var errs []error
 	if err := d.settleGraphs(); err != nil {
 		errs = append(errs, err)
