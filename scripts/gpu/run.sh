@@ -22,7 +22,9 @@ note() { echo "$*" | tee -a "$summary"; }
 note "date: $(date -u +%Y-%m-%dT%H:%MZ)"
 nvidia-smi --query-gpu=index,name,driver_version,memory.total,memory.used --format=csv,noheader | while read -r l; do note "gpu: $l"; done
 
-for t in $G/traces/*.trace.gz; do zcat "$t" >"$W/$(basename "$t" .gz)"; done
+# The traces replayed: TRACES (a folder of *.trace.gz), default $G/traces.
+rm -f "$W"/*.trace
+for t in "${TRACES:-$G/traces}"/*.trace.gz; do zcat "$t" >"$W/$(basename "$t" .gz)"; done
 traces=$(ls $W/*.trace)
 
 if [ "$what" = all ] || [ "$what" = anchors ] || [ "$what" = replay ] || [ "$what" = asyncpool ]; then
