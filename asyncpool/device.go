@@ -79,7 +79,9 @@ type pendingFree struct {
 
 // device is the allocator's state for one device. Lock order: life, then
 // freeMu, then mu; evMu and relMu are leaves. A function whose name ends in
-// Locked needs a lock held, and its comment says which.
+// Locked needs a lock held, and its comment says which. The fast paths
+// (allocUncaptured, freeUncaptured) take mu alone and hold it across their
+// one backend call; nothing the backend calls takes an allocator lock.
 type device struct {
 	a     *Allocator
 	b     gpumem.Backend
