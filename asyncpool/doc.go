@@ -58,6 +58,16 @@
 //     device's mutex. No heap allocation on this path beyond the map's own
 //     growth.
 //
+// The fast path: when the backend can check for capture and allocate in one
+// call (guard.Backend: the native backends do) and there is no housekeeping
+// to do and no throttle to apply (atomic checks), Allocate takes the
+// device's mutex alone, makes that one call, and inserts the record before
+// releasing the mutex: steps 1, 5, 6 and 7 under one lock, with no read
+// lock on life (Close sets closed under the mutex too, so it cannot
+// overtake the call). A captured stream, or an exhausted pool, sends the
+// request down the full path. Deallocate has the same fast path for a live
+// allocation of no capture with no recorded streams.
+//
 // On ErrOutOfMemory from the driver (step 6), outside capture: process
 // released graphs, DeviceSynchronize, retire every pending free, trim the
 // pool to zero and try once more (num_alloc_retries); then call the OOM
@@ -120,7 +130,8 @@
 //     that are not known released; the free stream's pending list is in
 //     free-stream order, so an entry is complete once any later one is.
 //   - Lock order within a device: life, then freeMu, then mu; the event
-//     pool and the released-graph list are leaves. No lock is shared by two
+//     pool and the released-graph list are leaves. The fast paths take mu
+//     alone and hold it across their one backend call. No lock is shared by two
 //     devices; user-object destructors and host nodes take only leaf locks
 //     and never call the backend.
 //
