@@ -59,7 +59,7 @@
 //     growth.
 //
 // The fast path: when the backend can check for capture and allocate in one
-// call (guard.Backend: the native backends do) and there is no housekeeping
+// call (the CUDA and HIP backends can) and there is no housekeeping
 // to do and no throttle to apply (atomic checks), Allocate takes the
 // device's mutex alone, makes that one call, and inserts the record before
 // releasing the mutex: steps 1, 5, 6 and 7 under one lock, with no read
