@@ -113,12 +113,11 @@ func (b *Backend) badDevice(dev int) error {
 // call runs op on device dev: the device is made current and op called in
 // one transition into C. It allocates nothing when op succeeds.
 func (b *Backend) call(dev int, op symtab.Op, a1, a2, a3, a4, a5, a6 uintptr) error {
-	// invoke, written out: every backend call comes through here, and a
-	// call level costs a few nanoseconds against a transition of about 40.
-	if b.closed.Load() || uint(dev) >= uint(b.nDev) || b.fns[op] == 0 {
+	fn := b.fnFor(dev, op)
+	if fn == 0 {
 		return b.refuse(dev, op)
 	}
-	r, preFailed := ccall.CallPre6(b.pre, b.cur[dev], b.fns[op], a1, a2, a3, a4, a5, a6)
+	r, preFailed := ccall.CallPre6(b.pre, b.cur[dev], fn, a1, a2, a3, a4, a5, a6)
 	if int32(r) == 0 {
 		return nil
 	}
@@ -129,25 +128,32 @@ func (b *Backend) call(dev int, op symtab.Op, a1, a2, a3, a4, a5, a6 uintptr) er
 // status, of the make-current function when preFailed. err is set only when
 // nothing was called.
 func (b *Backend) invoke(dev int, op symtab.Op, a1, a2, a3, a4, a5, a6 uintptr) (r uintptr, preFailed bool, err error) {
-	// target's checks, written out: one call level less on every call.
-	if b.closed.Load() || uint(dev) >= uint(b.nDev) || b.fns[op] == 0 {
+	fn := b.fnFor(dev, op)
+	if fn == 0 {
 		return 0, false, b.refuse(dev, op)
 	}
-	r, preFailed = ccall.CallPre6(b.pre, b.cur[dev], b.fns[op], a1, a2, a3, a4, a5, a6)
+	r, preFailed = ccall.CallPre6(b.pre, b.cur[dev], fn, a1, a2, a3, a4, a5, a6)
 	return r, preFailed, nil
 }
 
 // target is the address of op for a call on device dev, or why no call can
 // be made: the backend is closed, dev is out of range or op did not resolve.
-// It is small enough to inline into every caller: the reasons are built
-// by refuse, off the path of the calls that are made.
 func (b *Backend) target(dev int, op symtab.Op) (uintptr, error) {
-	if !b.closed.Load() && uint(dev) < uint(b.nDev) {
-		if fn := b.fns[op]; fn != 0 {
-			return fn, nil
-		}
+	if fn := b.fnFor(dev, op); fn != 0 {
+		return fn, nil
 	}
 	return 0, b.refuse(dev, op)
+}
+
+// fnFor is the address of op for a call on device dev, or 0 when none can
+// be made (refuse says why). It inlines into every caller: every backend
+// call comes through it, and a call level costs a few nanoseconds against a
+// transition of about 40.
+func (b *Backend) fnFor(dev int, op symtab.Op) uintptr {
+	if b.closed.Load() || uint(dev) >= uint(b.nDev) {
+		return 0
+	}
+	return b.fns[op]
 }
 
 // refuse is why target can make no call of op on device dev.
