@@ -236,23 +236,32 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 	}
 	done := ctx.Done()
 	var elapsed time.Duration
-	n, perPass := len(steps), pairsIn(steps)
+	n := len(steps)
+	// eventErr names event i (of the pass named by note) in an error.
+	eventErr := func(i int, note, what string, err error) error {
+		return fmt.Errorf("gpumem: replay: %s: event %d%s (%v): %s%w", tr.Name, i+1, note, tr.Events[i], what, err)
+	}
 	for pass := 0; pass < passes; pass++ {
-		before := alloc.Stats(dev)
-		if pass > 0 {
-			// Each pass's peaks are its own: the previous pass's are
-			// folded into the replay's first.
-			peakRes = max(peakRes, uint64(max(before.ReservedBytes[gpumem.StatAll].Peak, 0)))
-			peakAlloc = max(peakAlloc, uint64(max(before.AllocatedBytes[gpumem.StatAll].Peak, 0)))
-			alloc.ResetPeakStats(dev)
+		note := "" // which pass, in errors, when there are several
+		var before gpumem.MemoryStats
+		if passes > 1 {
+			note = fmt.Sprintf(" of pass %d", pass+1)
+			before = alloc.Stats(dev)
+			if pass > 0 {
+				// Each pass's peaks are its own: the previous pass's
+				// are folded into the replay's first.
+				peakRes = max(peakRes, uint64(max(before.ReservedBytes[gpumem.StatAll].Peak, 0)))
+				peakAlloc = max(peakAlloc, uint64(max(before.AllocatedBytes[gpumem.StatAll].Peak, 0)))
+				alloc.ResetPeakStats(dev)
+			}
+			passPeak = uint64(max(before.ReservedBytes[gpumem.StatAll].Current, 0))
 		}
-		passPeak = uint64(max(before.ReservedBytes[gpumem.StatAll].Current, 0))
 		sampling = 0
 		start := time.Now()
 		for i, s := range steps {
 			at := pass*n + i // the event's index over all the passes
 			if done != nil && at&(checkEvery-1) == 0 && ctx.Err() != nil {
-				return res, fmt.Errorf("gpumem: replay: %s: stopped before event %d%s: %w", tr.Name, i+1, passNote(pass, passes), context.Cause(ctx))
+				return res, fmt.Errorf("gpumem: replay: %s: stopped before event %d%s: %w", tr.Name, i+1, note, context.Cause(ctx))
 			}
 			if s.alloc {
 				res.Pairs++
@@ -263,7 +272,7 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 						ptrs[s.slot] = 0
 						continue
 					}
-					return res, fmt.Errorf("gpumem: replay: %s: event %d%s (%v): %w", tr.Name, i+1, passNote(pass, passes), tr.Events[i], err)
+					return res, eventErr(i, note, "", err)
 				}
 				ptrs[s.slot], owner[s.slot], sizes[s.slot] = p, s.stream, s.size
 				live += s.size
@@ -277,11 +286,11 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 				own := owner[s.slot]
 				if own != s.stream {
 					if err := alloc.RecordStream(p, streams[s.stream]); err != nil {
-						return res, fmt.Errorf("gpumem: replay: %s: event %d%s (%v): record stream: %w", tr.Name, i+1, passNote(pass, passes), tr.Events[i], err)
+						return res, eventErr(i, note, "record stream: ", err)
 					}
 				}
 				if err := alloc.Deallocate(p, streams[own]); err != nil {
-					return res, fmt.Errorf("gpumem: replay: %s: event %d%s (%v): %w", tr.Name, i+1, passNote(pass, passes), tr.Events[i], err)
+					return res, eventErr(i, note, "", err)
 				}
 				ptrs[s.slot] = 0
 				live -= sizes[s.slot]
@@ -309,7 +318,7 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 		if passes > 1 {
 			after := alloc.Stats(dev)
 			res.Passes = append(res.Passes, Pass{
-				NsPerPair:    float64(took.Nanoseconds()) / float64(max(perPass, 1)),
+				NsPerPair:    float64(took.Nanoseconds()) / float64(max(slots, 1)), // a slot per pair
 				PeakReserved: max(passPeak, uint64(max(after.ReservedBytes[gpumem.StatAll].Peak, 0))),
 				DeviceAllocs: after.NumDeviceAlloc - before.NumDeviceAlloc,
 				DeviceFrees:  after.NumDeviceFree - before.NumDeviceFree,
@@ -349,25 +358,6 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 		res.Overhead = float64(peakRes) / float64(peakReq)
 	}
 	return res, nil
-}
-
-// passNote names the pass of an event in an error, when there are several.
-func passNote(pass, passes int) string {
-	if passes == 1 {
-		return ""
-	}
-	return fmt.Sprintf(" of pass %d", pass+1)
-}
-
-// pairsIn counts the allocations among steps.
-func pairsIn(steps []step) int {
-	n := 0
-	for _, s := range steps {
-		if s.alloc {
-			n++
-		}
-	}
-	return n
 }
 
 // compile checks the trace and gives every allocation a dense slot so that
