@@ -542,13 +542,15 @@ func (e *expandable) ensure(k uint64) {
 		return
 	}
 	size := min(max(k, 2*have, 64), e.n)
-	handles, mapped := make([]gpumem.MemHandle, size), make([]bool, size)
-	copy(handles, e.handles)
-	copy(mapped, e.mapped)
-	e.handles, e.mapped = handles, mapped
+	e.handles, e.mapped = grown(e.handles, size), grown(e.mapped, size)
 	if e.sleeping != nil {
-		sleeping := make([]bool, size)
-		copy(sleeping, e.sleeping)
-		e.sleeping = sleeping
+		e.sleeping = grown(e.sleeping, size)
 	}
+}
+
+// grown returns s's elements followed by zero values, size in all.
+func grown[T any](s []T, size uint64) []T {
+	t := make([]T, size)
+	copy(t, s)
+	return t
 }
