@@ -31,10 +31,8 @@ func (n *nullCalls) FreeAsyncUncaptured(gpumem.Ptr, gpumem.Stream) (gpumem.Captu
 	return gpumem.CaptureNone, nil
 }
 
-// BenchmarkBookkeeping is the allocator's own cost per alloc+free pair:
-// the backend's calls cost nothing. live allocations stay outstanding
-// throughout, as in a real workload.
-func BenchmarkBookkeeping(b *testing.B) {
+// nullRig is an allocator over nullCalls on a simulated H200.
+func nullRig(b *testing.B) (*sim.GPU, *nullCalls, *asyncpool.Allocator) {
 	g, err := sim.New(sim.Config{NoStacks: true, Devices: []sim.DeviceConfig{{Name: "H200", Capacity: 140 * gib}}})
 	if err != nil {
 		b.Fatal(err)
@@ -44,6 +42,14 @@ func BenchmarkBookkeeping(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return g, n, a
+}
+
+// BenchmarkBookkeeping is the allocator's own cost per alloc+free pair:
+// the backend's calls cost nothing. live allocations stay outstanding
+// throughout, as in a real workload.
+func BenchmarkBookkeeping(b *testing.B) {
+	g, _, a := nullRig(b)
 	s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
 	if err != nil {
 		b.Fatal(err)
@@ -76,15 +82,8 @@ func BenchmarkBookkeeping(b *testing.B) {
 // goroutines on a stream each, on one device: what the device's lock costs
 // under contention (ns/op is per pair, all goroutines together).
 func BenchmarkBookkeepingParallel(b *testing.B) {
-	g, err := sim.New(sim.Config{NoStacks: true, Devices: []sim.DeviceConfig{{Name: "H200", Capacity: 140 * gib}}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	n := &nullCalls{GPU: g, next: 1 << 40}
-	a, err := asyncpool.New(n, asyncpool.DefaultOptions())
-	if err != nil {
-		b.Fatal(err)
-	}
+	g, n, a := nullRig(b)
+	var err error
 	const workers, live = 8, 64
 	streams := make([]gpumem.Stream, workers)
 	for i := range streams {

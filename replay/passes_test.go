@@ -23,7 +23,8 @@ f 3 1
 a 4 7340032 0
 `
 
-func replayPasses(t *testing.T, passes int) replay.Result {
+// passesRig returns passesTrace and a simulator closed at the test's end.
+func passesRig(t *testing.T) (*trace.Trace, *sim.GPU) {
 	t.Helper()
 	tr, err := trace.Read(strings.NewReader(passesTrace))
 	if err != nil {
@@ -34,6 +35,12 @@ func replayPasses(t *testing.T, passes int) replay.Result {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
+	return tr, g
+}
+
+func replayPasses(t *testing.T, passes int) replay.Result {
+	t.Helper()
+	tr, g := passesRig(t)
 	a, err := caching.New(g, caching.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -90,15 +97,7 @@ func TestPassesSettle(t *testing.T) {
 }
 
 func TestPassesRefused(t *testing.T) {
-	tr, err := trace.Read(strings.NewReader(passesTrace))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := sim.New(sim.Config{NoStacks: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	tr, g := passesRig(t)
 	for _, n := range []int{-1, replay.MaxPasses + 1} {
 		a, err := caching.New(g, caching.DefaultOptions())
 		if err != nil {

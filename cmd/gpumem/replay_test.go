@@ -36,6 +36,21 @@ func decodeLines(t *testing.T, out string) []map[string]any {
 	return res
 }
 
+// replayOneJSON runs replay --json with args, requires exit 0 and one JSON
+// line, and returns it with stderr.
+func replayOneJSON(t *testing.T, args ...string) (map[string]any, string) {
+	t.Helper()
+	code, o, e := runCmd(t, append([]string{"replay", "--json"}, args...)...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	lines := decodeLines(t, o)
+	if len(lines) != 1 {
+		t.Fatalf("%d lines: %s", len(lines), o)
+	}
+	return lines[0], e
+}
+
 func TestReplayJSON(t *testing.T) {
 	g := newFakeGPU(1, 1<<40)
 	withFake(t, g)
@@ -283,23 +298,16 @@ func TestReplayProfile(t *testing.T) {
 	g := newFakeGPU(1, 1<<40)
 	withFake(t, g)
 	a := writeTrace(t, "a.trace", tinyTrace)
-	code, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--profile", "--json", a)
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, e)
-	}
-	lines := decodeLines(t, o)
-	if len(lines) != 1 {
-		t.Fatalf("%d lines: %s", len(lines), o)
-	}
-	prof, ok := lines[0]["profile"].([]any)
+	line, e := replayOneJSON(t, "--backend", "sim", "--allocator", "test-pass", "--profile", a)
+	prof, ok := line["profile"].([]any)
 	if !ok || len(prof) == 0 {
-		t.Fatalf("no profile in %s", o)
+		t.Fatalf("no profile in %v", line)
 	}
 	if !strings.Contains(e, "profile of") || !strings.Contains(e, "backend total") {
 		t.Errorf("no profile table on stderr: %q", e)
 	}
 	// Without --profile there is no profile.
-	_, o, e = runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--json", a)
+	_, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--json", a)
 	if strings.Contains(o, "profile") || strings.Contains(e, "profile of") {
 		t.Errorf("profile without --profile: %s %s", o, e)
 	}
@@ -336,19 +344,12 @@ func TestReplayTimelineOnlyForHTML(t *testing.T) {
 // the later passes from its cache. Out-of-range counts are usage errors.
 func TestReplayPasses(t *testing.T) {
 	p := writeTrace(t, "a.trace", tinyTrace+"a 4 2097152 0\n")
-	code, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "caching", "--passes", "3", "--json", p)
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, e)
-	}
-	lines := decodeLines(t, o)
-	if len(lines) != 1 {
-		t.Fatalf("%d lines: %s", len(lines), o)
-	}
-	passes, _ := lines[0]["passes"].([]any)
+	line, _ := replayOneJSON(t, "--backend", "sim", "--allocator", "caching", "--passes", "3", p)
+	passes, _ := line["passes"].([]any)
 	if len(passes) != 3 {
-		t.Fatalf("passes: %v", lines[0]["passes"])
+		t.Fatalf("passes: %v", line["passes"])
 	}
-	if pairs, _ := lines[0]["pairs"].(float64); pairs != 12 {
+	if pairs, _ := line["pairs"].(float64); pairs != 12 {
 		t.Errorf("pairs %v, want 3 passes of 4", pairs)
 	}
 	for i, x := range passes {
@@ -358,7 +359,7 @@ func TestReplayPasses(t *testing.T) {
 			t.Errorf("pass %d: %v device allocations", i+1, allocs)
 		}
 	}
-	code, o, e = runCmd(t, "replay", "--backend", "sim", "--allocator", "caching", "--passes", "2", p)
+	code, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "caching", "--passes", "2", p)
 	if code != exitOK || !strings.Contains(o, "pass 2: ") || !strings.Contains(o, "by pass") {
 		t.Errorf("table: exit %d: %s %s", code, o, e)
 	}
