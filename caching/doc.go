@@ -122,9 +122,12 @@
 // range twice the device's capacity; its free blocks are searched like any
 // other, and the chunks (2 MiB small, 20 MiB large by default) under the
 // chosen block are created, mapped and made accessible. Release before
-// growth then unmaps free chunks elsewhere (after synchronizing) instead of
-// raising the high-water mark, so physical memory moves between streams and
-// holes instead of accumulating in them.
+// growth then unmaps free chunks elsewhere instead of raising the high-water
+// mark, so physical memory moves between streams and holes instead of
+// accumulating in them. Unmapping is not stream-ordered, so a move first
+// synchronizes the device; a growth with no free mapped chunk to move (every
+// growth while a workload first climbs to its peak) does not, since a
+// synchronization on a busy GPU stalls every stream.
 //
 // Placement in an expandable segment minimizes mapping, not address space.
 // When the best fit by size would need chunks mapped, the smallest free

@@ -374,6 +374,10 @@ func (d *device) unmapForGrowthLocked(need uint64) {
 			break
 		}
 		if !synced {
+			if !seg.exp.hasFreeChunk(seg) {
+				// Nothing to unmap here: no reason to stall the device.
+				continue
+			}
 			// Unmapping is not stream-ordered: the work that used the
 			// memory must be complete.
 			d.syncAllLocked()
@@ -381,6 +385,28 @@ func (d *device) unmapForGrowthLocked(need uint64) {
 		}
 		freed += d.unmapFreeLocked(seg, need-freed)
 	}
+}
+
+// hasFreeChunk reports whether a mapped chunk of seg lies wholly inside one
+// of its free blocks: whether unmapFreeLocked would find anything. It
+// walks what unmapFreeLocked walks, without touching the device, so that
+// growth does not synchronize the device (a stall of every stream on a
+// busy GPU) when all of the mapped memory is in use, as it is on every
+// growth while a workload first reaches its peak.
+func (e *expandable) hasFreeChunk(seg *segment) bool {
+	for b := seg.head; b != nil; b = b.next {
+		if !b.inTree {
+			continue
+		}
+		off := uint64(b.addr - seg.addr)
+		end := min((off+b.size)/e.chunk, e.top)
+		for i := (off + e.chunk - 1) / e.chunk; i < end; i++ {
+			if e.mapped[i] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // releaseEmptyExpandableLocked frees the virtual ranges of expandable segments

@@ -205,3 +205,32 @@ func TestExpandableReplayRepeatable(t *testing.T) {
 		t.Error("two replays of one trace differ")
 	}
 }
+
+// Growth past the high-water mark synchronizes the device only when it has
+// free mapped chunks to move: while every mapped chunk is in use (a
+// workload reaching its peak for the first time grows this way at every
+// step) there is nothing to unmap, and a synchronization would stall every
+// stream of the device for nothing.
+func TestExpandableGrowthSynchronizesOnlyToMove(t *testing.T) {
+	f := newExpandableFixture(t)
+	syncs := func() int64 { return f.a.Stats(0).NumSyncAllStreams }
+	a := f.alloc(2 * chunk20)
+	b := f.alloc(chunk20)
+	c := f.alloc(chunk20) // past the high-water mark, every chunk in use
+	if n := syncs(); n != 0 {
+		t.Errorf("growing with every mapped chunk in use synchronized the device %d times, want 0", n)
+	}
+	f.free(a) // two free mapped chunks
+	before := f.c.counts()
+	d := f.alloc(3 * chunk20) // moves the two, creates one
+	after := f.c.counts()
+	if n := syncs(); n != 1 {
+		t.Errorf("a growth that moves chunks synchronized the device %d times, want 1", n)
+	}
+	if creates, unmaps := after[0]-before[0], after[2]-before[2]; creates != 1 || unmaps != 1 {
+		t.Errorf("the growth made %d creates and %d unmap calls, want 1 and 1", creates, unmaps)
+	}
+	f.free(b)
+	f.free(c)
+	f.free(d)
+}
