@@ -78,8 +78,8 @@ func TestPassesSettle(t *testing.T) {
 	var allocs int64
 	for i, p := range res.Passes {
 		allocs += p.DeviceAllocs
-		if i > 0 && (p.DeviceAllocs != 0 || p.DeviceFrees != 0) {
-			t.Errorf("pass %d made %d device allocations and %d frees: the cache should serve it", i+1, p.DeviceAllocs, p.DeviceFrees)
+		if i > 0 && (p.DeviceAllocs != 0 || p.DeviceFrees != 0 || p.DeviceSyncs != 0) {
+			t.Errorf("pass %d made %d device allocations, %d frees and %d syncs: the cache should serve it", i+1, p.DeviceAllocs, p.DeviceFrees, p.DeviceSyncs)
 		}
 		if p.PeakReserved != one.PeakReserved {
 			t.Errorf("pass %d peaked at %d reserved bytes, one pass at %d", i+1, p.PeakReserved, one.PeakReserved)
@@ -105,6 +105,55 @@ func TestPassesRefused(t *testing.T) {
 		}
 		if _, err := replay.Run(g, tr, a, replay.Options{Passes: n}); !errors.Is(err, gpumem.ErrInvalidValue) {
 			t.Errorf("%d passes: %v, want ErrInvalidValue", n, err)
+		}
+	}
+}
+
+// device_syncs counts the allocator's synchronizations of the whole device,
+// over the replay and pass by pass: with expandable segments, a growth past
+// the high-water mark that moves free chunks synchronizes once.
+func TestPassesCountDeviceSyncs(t *testing.T) {
+	const mib = 1 << 20
+	tr, err := trace.Read(strings.NewReader(strings.Join([]string{
+		"a 1 41943040 0", // chunks 0-1 of the large pool's 20 MiB
+		"a 2 20971520 0", // chunk 2: the high-water mark is 60 MiB
+		"f 1 0",          // chunks 0-1 free and mapped
+		"a 3 62914560 0", // three chunks past chunk 2: moves 0-1, creates one
+		"f 2 0",
+		"f 3 0",
+	}, "\n") + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, passes := range []int{1, 3} {
+		g, err := sim.New(sim.Config{NoStacks: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := caching.New(g, caching.Options{ExpandableSegments: true, ReleaseBeforeGrow: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := replay.Run(g, tr, a, replay.Options{Passes: passes})
+		g.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.PeakReserved != 80*mib {
+			t.Errorf("%d passes: peak reserved %d MiB, want 80 (chunks moved, not added)", passes, res.PeakReserved/mib)
+		}
+		if passes == 1 {
+			if res.DeviceSyncs != 1 {
+				t.Errorf("one pass: %d device syncs, want the move's 1", res.DeviceSyncs)
+			}
+			continue
+		}
+		var syncs int64
+		for _, p := range res.Passes {
+			syncs += p.DeviceSyncs
+		}
+		if res.Passes[0].DeviceSyncs != 1 || syncs != res.DeviceSyncs {
+			t.Errorf("passes made %+v device syncs, the replay %d; want 1 in the first", res.Passes, res.DeviceSyncs)
 		}
 	}
 }

@@ -58,6 +58,7 @@ type Pass struct {
 	PeakReserved uint64  `json:"peak_reserved"`
 	DeviceAllocs int64   `json:"device_allocs"` // made during the pass
 	DeviceFrees  int64   `json:"device_frees"`  // made during the pass
+	DeviceSyncs  int64   `json:"device_syncs"`  // made during the pass
 }
 
 // Point is one sample of the timeline: the bytes live at event index Event.
@@ -74,18 +75,23 @@ type Point struct {
 // Result is what a replay measured. The JSON names are part of the
 // command-line tool's interface.
 type Result struct {
-	Trace             string  `json:"trace"`
-	Allocator         string  `json:"allocator"`
-	Backend           string  `json:"backend"`
-	Device            string  `json:"device,omitempty"` // the device's name
-	Conf              string  `json:"conf"`
-	Events            int     `json:"events"`
-	Pairs             int     `json:"pairs"`          // allocations in the trace
-	PeakRequested     uint64  `json:"peak_requested"` // the trace's floor
-	PeakReserved      uint64  `json:"peak_reserved"`
-	PeakAllocated     uint64  `json:"peak_allocated"`
-	DeviceAllocs      int64   `json:"device_allocs"`
-	DeviceFrees       int64   `json:"device_frees"`
+	Trace         string `json:"trace"`
+	Allocator     string `json:"allocator"`
+	Backend       string `json:"backend"`
+	Device        string `json:"device,omitempty"` // the device's name
+	Conf          string `json:"conf"`
+	Events        int    `json:"events"`
+	Pairs         int    `json:"pairs"`          // allocations in the trace
+	PeakRequested uint64 `json:"peak_requested"` // the trace's floor
+	PeakReserved  uint64 `json:"peak_reserved"`
+	PeakAllocated uint64 `json:"peak_allocated"`
+	DeviceAllocs  int64  `json:"device_allocs"`
+	DeviceFrees   int64  `json:"device_frees"`
+	// DeviceSyncs counts the synchronizations of the whole device the
+	// allocator made (num_sync_all_streams): each stalls every stream of
+	// a busy GPU, a cost the replay, which queues no work, does not show
+	// in its time.
+	DeviceSyncs       int64   `json:"device_syncs"`
 	OOMs              int     `json:"ooms"` // allocations that failed for lack of memory (skipped)
 	AllocRetries      int64   `json:"alloc_retries"`
 	CrossStreamReuses int64   `json:"cross_stream_reuses"`
@@ -322,6 +328,7 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 				PeakReserved: max(passPeak, uint64(max(after.ReservedBytes[gpumem.StatAll].Peak, 0))),
 				DeviceAllocs: after.NumDeviceAlloc - before.NumDeviceAlloc,
 				DeviceFrees:  after.NumDeviceFree - before.NumDeviceFree,
+				DeviceSyncs:  after.NumSyncAllStreams - before.NumSyncAllStreams,
 			})
 		}
 	}
@@ -344,6 +351,7 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 	res.PeakAllocated = peakAlloc
 	res.DeviceAllocs = st.NumDeviceAlloc
 	res.DeviceFrees = st.NumDeviceFree
+	res.DeviceSyncs = st.NumSyncAllStreams
 	res.AllocRetries = st.NumAllocRetries
 	res.CrossStreamReuses = st.CrossStreamReuses
 	for _, p := range ptrs {

@@ -85,7 +85,7 @@ Overhead: peak reserved / floor. ns/pair: host time per allocation and free.</p>
 <div class="legend"><span><i class="sw" style="background:` + colReserved + `"></i>reserved from the device</span><span><i class="sw" style="background:` + colAlloc + `"></i>allocated (handed out, rounded)</span><span><i class="sw" style="background:repeating-linear-gradient(90deg,` + colRequested + ` 0 6px,transparent 6px 10px)"></i>requested by the trace (live; dashed)</span></div>
 <div class="chart">{{.SVG}}<p class="readout">Hover over the chart to read the values at an event.</p>
 <script type="application/json" class="points">{{.Points}}</script></div>
-<p class="note">Peak reserved {{gib .Result.PeakReserved}}, floor {{gib .Result.PeakRequested}}, overhead {{f3 .Result.Overhead}}, {{.Result.DeviceAllocs}} device allocations, {{.Result.DeviceFrees}} device frees, {{.Result.OOMs}} OOMs, {{.Result.AllocRetries}} retries, {{f0 .Result.NsPerPair}} ns/pair{{if .Result.Device}}, device {{.Result.Device}}{{end}}.
+<p class="note">Peak reserved {{gib .Result.PeakReserved}}, floor {{gib .Result.PeakRequested}}, overhead {{f3 .Result.Overhead}}, {{.Result.DeviceAllocs}} device allocations, {{.Result.DeviceFrees}} device frees, {{.Result.DeviceSyncs}} device syncs, {{.Result.OOMs}} OOMs, {{.Result.AllocRetries}} retries, {{f0 .Result.NsPerPair}} ns/pair{{if .Result.Device}}, device {{.Result.Device}}{{end}}.
 {{if eq .Result.Backend "sim"}}<b>Simulated device</b>: memory figures follow the allocator's rules exactly, host times are not a GPU's. {{end}}Each point is the highest value within its interval of {{.Every}} events, so the curves reach the exact peaks.</p>
 {{end}}
 <script>

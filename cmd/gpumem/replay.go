@@ -376,8 +376,8 @@ func printResults(w io.Writer, results []replay.Result) {
 		}
 		fmt.Fprintf(w, "\n%s through %s, by pass:\n", r.Trace, r.Allocator)
 		for i, p := range r.Passes {
-			fmt.Fprintf(w, "  pass %d: %s peak reserved, %d device allocs, %d device frees, %.0f ns/pair\n",
-				i+1, gib(p.PeakReserved), p.DeviceAllocs, p.DeviceFrees, p.NsPerPair)
+			fmt.Fprintf(w, "  pass %d: %s peak reserved, %d device allocs, %d device frees, %d device syncs, %.0f ns/pair\n",
+				i+1, gib(p.PeakReserved), p.DeviceAllocs, p.DeviceFrees, p.DeviceSyncs, p.NsPerPair)
 		}
 	}
 }

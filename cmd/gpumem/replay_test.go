@@ -358,9 +358,12 @@ func TestReplayPasses(t *testing.T) {
 		if (i == 0) != (allocs > 0) {
 			t.Errorf("pass %d: %v device allocations", i+1, allocs)
 		}
+		if syncs, ok := pass["device_syncs"].(float64); !ok || syncs != 0 {
+			t.Errorf("pass %d: device_syncs %v, want 0", i+1, pass["device_syncs"])
+		}
 	}
 	code, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "caching", "--passes", "2", p)
-	if code != exitOK || !strings.Contains(o, "pass 2: ") || !strings.Contains(o, "by pass") {
+	if code != exitOK || !strings.Contains(o, "pass 2: ") || !strings.Contains(o, "by pass") || !strings.Contains(o, "0 device syncs") {
 		t.Errorf("table: exit %d: %s %s", code, o, e)
 	}
 	for _, bad := range []string{"0", "-3", "1001", "x"} {
