@@ -385,11 +385,6 @@ func (d *device) newSegmentLocked(p *pool, segSize uint64, s gpumem.Stream) (*bl
 	}
 	if g == nil && !errors.Is(err, gpumem.ErrOutOfMemory) {
 		ptr, err = d.a.upstream.Alloc(d.id, segSize)
-		if errors.Is(err, gpumem.ErrOutOfMemory) && len(d.inflight) > 0 {
-			// What moves under way release (unmapper.go) first.
-			d.reapLocked(true)
-			ptr, err = d.a.upstream.Alloc(d.id, segSize)
-		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("caching: new segment of %s on device %d: %w", gpumem.FormatBytes(segSize), d.id, err)

@@ -35,10 +35,7 @@
 // Each device has one mutex, d.mu, guarding all of that device's state
 // (its pools, trees, segments, blocks, events and statistics); no lock is
 // shared between devices. The OOM handler and observers run with no lock
-// held. Upstream and OnNewSegment run with d.mu held. A device's unmapper
-// (unmapper.go) has a mutex of its own for its queue, taken after d.mu or
-// alone; its worker takes no other lock, so the device may wait for it with
-// d.mu held.
+// held. Upstream and OnNewSegment run with d.mu held.
 //
 // A function that requires d.mu held is named …Locked, as in the Go
 // runtime, and its doc comment says so. Only New's set-up of a device
@@ -57,7 +54,6 @@
 //	tree.go      the treap of free blocks
 //	sleep.go     Sleep: cached memory released, kept contents saved, memory unmapped
 //	wake.go      Wake: memory mapped back at the same addresses, contents restored
-//	unmapper.go  the unmaps of moves, run off the allocating goroutine
 //	expandable.go, growable.go, capture.go, options.go, conf.go, register.go
 //
 // # Allocation path (Allocate)
@@ -155,23 +151,6 @@
 // stayed on three and rose on two (by 0.16 % and 0.58 % of the floor),
 // everywhere under the best of PyTorch's and the driver's footprints
 // (docs/gpu-results.md has the GPU run).
-//
-// A move's unmap runs off the allocating goroutine. The move synchronizes
-// the device, does its bookkeeping, maps the chunks' physical memory at the
-// new addresses (a handle may be mapped at two addresses at once) and
-// grants access there, and hands the unmap of the old addresses to the
-// device's unmapper, a goroutine that runs such jobs in order and is gone
-// when it has none. On an H200 an unmap costs about 15 µs a 20 MiB chunk
-// and mapping and granting it again about 23 µs, so this takes about 40 %
-// off a move for the allocating goroutine, and still 25 % when that
-// goroutine maps again at once (the driver then serializes part of the
-// two; scripts/gpu/overlapbench.c measures both). The old addresses stay
-// out of use until their job has run: an allocation that needs them mapped
-// waits for it, as do EmptyCache, the out-of-memory path (before it gives up
-// on a create), Sleep and Close. A backend that will not map a handle twice
-// gets the map again once the old mapping is gone. An unmap that fails is
-// tried once more; if that fails too, its chunk's address stays out of use,
-// with a message, and an allocation that needs it fails with the cause.
 //
 // # Free path (Deallocate)
 //

@@ -30,12 +30,6 @@ type expandable struct {
 	// released (nil until the first Sleep): they stay counted as mapped,
 	// with no handle, until Wake maps them back.
 	sleeping []bool
-	// pend marks the chunks a move unmapped whose old mappings a job of
-	// the device's unmapper may not have removed yet (or, stuck, could
-	// not): nothing is mapped at their addresses until the job is reaped.
-	// npend counts them.
-	pend  []*unmapJob
-	npend int
 }
 
 // mappedWithin returns the mapped bytes within free block b.
@@ -171,9 +165,6 @@ func (d *device) mapRangeLocked(b *block) error {
 	first := uint64(b.addr-seg.addr) / e.chunk
 	last := (uint64(b.addr-seg.addr) + b.size - 1) / e.chunk
 	e.ensure(last + 1)
-	if err := d.awaitChunksLocked(seg, first, last); err != nil {
-		return err
-	}
 	var need uint64
 	for i := first; i <= last; i++ {
 		if !e.mapped[i] {
@@ -228,33 +219,17 @@ func (d *device) mapRangeLocked(b *block) error {
 		}
 		addr := seg.addr.Add(i * e.chunk)
 		var h gpumem.MemHandle
-		var from *unmapJob // the job removing h's old mapping, if any
 		if n := len(d.kept); n > 0 {
-			h, from = d.kept[n-1].h, d.kept[n-1].job
-			d.kept = d.kept[:n-1]
+			h, d.kept = d.kept[n-1], d.kept[:n-1]
 		} else {
 			var err error
 			h, err = d.a.b.MemCreate(d.id, e.chunk)
-			if errors.Is(err, gpumem.ErrOutOfMemory) && len(d.inflight) > 0 {
-				// Memory that moves under way release is the device's
-				// once their unmaps have run: as if they had run here.
-				d.reapLocked(true)
-				h, err = d.a.b.MemCreate(d.id, e.chunk)
-			}
 			if err != nil {
 				_ = grant(i)
 				return fmt.Errorf("caching: creating %s of physical memory on device %d: %w", gpumem.FormatBytes(e.chunk), d.id, err)
 			}
 		}
-		err := d.a.b.MemMap(addr, e.chunk, 0, h)
-		if err != nil && from != nil {
-			// A backend that maps a handle at one address only: once
-			// its old mapping is gone.
-			<-from.done
-			d.reapLocked(false)
-			err = d.a.b.MemMap(addr, e.chunk, 0, h)
-		}
-		if err != nil {
+		if err := d.a.b.MemMap(addr, e.chunk, 0, h); err != nil {
 			_ = d.a.b.MemRelease(h)
 			_ = grant(i)
 			return fmt.Errorf("caching: mapping %#x: %w", uintptr(addr), err)
@@ -282,21 +257,18 @@ func (d *device) unmapChunkLocked(seg *segment, i uint64, keep bool) bool {
 	if d.a.b.MemUnmap(addr, e.chunk) != nil {
 		return false
 	}
-	d.forgetChunkLocked(seg, i, keep, nil)
+	d.forgetChunkLocked(seg, i, keep)
 	return true
 }
 
 // forgetChunkLocked is the bookkeeping of unmapping chunk i of seg, after the
-// unmap or, with job, before job makes it: its physical memory is kept for
-// the mapping underway (keep) or released (by job, after its unmap), and it
-// is counted and recorded. d.mu must be held.
-func (d *device) forgetChunkLocked(seg *segment, i uint64, keep bool, job *unmapJob) {
+// unmap: its physical memory is kept for the mapping underway (keep) or
+// released, and it is counted and recorded. d.mu must be held.
+func (d *device) forgetChunkLocked(seg *segment, i uint64, keep bool) {
 	e := seg.exp
 	addr := seg.addr.Add(i * e.chunk)
 	if keep && d.keepChunk == e.chunk {
-		d.kept = append(d.kept, keptHandle{e.handles[i], job})
-	} else if job != nil {
-		job.release = append(job.release, e.handles[i])
+		d.kept = append(d.kept, e.handles[i])
 	} else if d.a.b.MemRelease(e.handles[i]) != nil {
 		// The handle leaks on the device's side; the range stays usable.
 		d.a.logf("caching: releasing physical memory at %#x failed", uintptr(addr))
@@ -315,13 +287,9 @@ func (d *device) forgetChunkLocked(seg *segment, i uint64, keep bool, job *unmap
 // unmap costs tens of microseconds on a GPU whatever its size), keeping
 // their physical memory for a mapping underway as unmapChunkLocked does;
 // if the call fails, chunk by chunk. It returns the chunks unmapped.
-// During a mapping (a move) the unmap itself is left to the device's
-// unmapper. d.mu must be held.
+// d.mu must be held.
 func (d *device) unmapRunLocked(seg *segment, i, j uint64) uint64 {
 	e := seg.exp
-	if d.keepChunk != 0 {
-		return d.unmapRunLaterLocked(seg, i, j)
-	}
 	if j-i == 1 || d.a.b.MemUnmap(seg.addr.Add(i*e.chunk), (j-i)*e.chunk) != nil {
 		var n uint64
 		for k := i; k < j; k++ {
@@ -332,50 +300,19 @@ func (d *device) unmapRunLocked(seg *segment, i, j uint64) uint64 {
 		return n
 	}
 	for k := i; k < j; k++ {
-		d.forgetChunkLocked(seg, k, true, nil)
+		d.forgetChunkLocked(seg, k, true)
 	}
-	return j - i
-}
-
-// unmapRunLaterLocked is unmapRunLocked for a move: the chunks' bookkeeping
-// now, their handles kept for the mapping underway (which maps them at
-// their new addresses while the old mappings may still be there), and the
-// unmap of their old addresses queued to the device's unmapper, which runs
-// it while the caller goes on. The unmap of a run costs about as much as
-// mapping it and granting access again; off the allocating goroutine, a
-// move costs that goroutine the map and the grant. The chunks stay pending
-// until the job is reaped. The caller has synchronized the device.
-// d.mu must be held.
-func (d *device) unmapRunLaterLocked(seg *segment, i, j uint64) uint64 {
-	e := seg.exp
-	job := &unmapJob{seg: seg, i: i, j: j, done: make(chan struct{})}
-	for k := i; k < j; k++ {
-		d.forgetChunkLocked(seg, k, true, job)
-		e.pend[k] = job
-		e.npend++
-	}
-	d.queueUnmapLocked(job)
 	return j - i
 }
 
 // releaseKeptLocked releases the physical memory that a mapping kept but did not
 // reuse, and ends the mapping's keeping. d.mu must be held.
 func (d *device) releaseKeptLocked() {
-	var later *unmapJob // releases after the unmaps under way
-	for _, k := range d.kept {
-		if k.job != nil {
-			if later == nil {
-				later = &unmapJob{done: make(chan struct{})}
-			}
-			later.release = append(later.release, k.h)
-		} else if d.a.b.MemRelease(k.h) != nil {
+	for _, h := range d.kept {
+		if d.a.b.MemRelease(h) != nil {
 			d.a.logf("caching: releasing physical memory failed")
 		}
 	}
-	if later != nil {
-		d.queueUnmapLocked(later)
-	}
-	clear(d.kept)
 	d.kept, d.keepChunk = d.kept[:0], 0
 }
 
@@ -476,7 +413,7 @@ func (e *expandable) hasFreeChunk(seg *segment) bool {
 // with nothing mapped. d.mu must be held.
 func (d *device) releaseEmptyExpandableLocked() {
 	for seg := range d.segments {
-		if seg.exp == nil || seg.exp.nmapped > 0 || seg.exp.npend > 0 || !seg.head.inTree || seg.head.next != nil {
+		if seg.exp == nil || seg.exp.nmapped > 0 || !seg.head.inTree || seg.head.next != nil {
 			continue
 		}
 		if d.a.b.MemAddressFree(seg.addr, seg.size) != nil {
@@ -631,7 +568,7 @@ func (e *expandable) ensure(k uint64) {
 		return
 	}
 	size := min(max(k, 2*have, 64), e.n)
-	e.handles, e.mapped, e.pend = grown(e.handles, size), grown(e.mapped, size), grown(e.pend, size)
+	e.handles, e.mapped = grown(e.handles, size), grown(e.mapped, size)
 	if e.sleeping != nil {
 		e.sleeping = grown(e.sleeping, size)
 	}

@@ -206,7 +206,6 @@ func (d *device) releaseAvailableLocked(p *pool, rounded uint64, stream uintptr)
 func (d *device) releaseCachedLocked(private bool) {
 	d.syncEventsLocked()
 	d.syncAllLocked()
-	d.drainUnmapsLocked()
 	for seg := range d.segments {
 		if seg.exp != nil {
 			d.unmapFreeLocked(seg, ^uint64(0))
@@ -319,8 +318,6 @@ func (a *Allocator) Close() error {
 func (d *device) closeLocked() error {
 	d.closed = true
 	var errs []error
-	d.drainUnmapsLocked()
-	d.unmaps.wg.Wait() // the worker is gone once its queue is empty
 	if len(d.segments) > 0 || d.npending > 0 {
 		if err := d.a.b.DeviceSynchronize(d.id); err != nil {
 			errs = append(errs, fmt.Errorf("caching: synchronizing device %d: %w", d.id, err))

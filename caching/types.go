@@ -151,10 +151,8 @@ type device struct {
 	expReason string
 	growOn    bool // growable segments on
 	gran      uint64
-	keepChunk uint64       // while a mapping runs: the chunk size whose unmapped handles it reuses
-	kept      []keptHandle // handles unmapped for that mapping, not yet reused
-	unmaps    unmapper     // runs the unmaps of moves (unmapper.go)
-	inflight  []*unmapJob  // jobs queued to unmaps and not reaped, in order
+	keepChunk uint64             // while a mapping runs: the chunk size whose unmapped handles it reuses
+	kept      []gpumem.MemHandle // handles unmapped for that mapping, not yet reused
 
 	history history.Ring // the most recent events (Options.HistorySize)
 
