@@ -1,0 +1,88 @@
+// Moving chunks of physical memory to another address: unmap the old
+// address, map the new one and grant access there, in that order on one
+// thread (sequential), against mapping and granting the new address while
+// the handles are still mapped at the old one and unmapping the old address
+// on a second thread (overlapped). Prints the median µs per chunk of the
+// foreground work and of the whole move for each, and of the foreground
+// alone (old address unmapped beforehand, untimed). Rounds interleaved.
+// On the GPU machine: nvcc -O2 -o /tmp/overlapbench scripts/gpu/overlapbench.c -lcuda -lpthread && /tmp/overlapbench
+#include <cuda.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#define CK(x) do { CUresult r = (x); if (r) { const char* s; cuGetErrorName(r, &s); fprintf(stderr, "%s: %s\n", #x, s); exit(1);} } while (0)
+static double now() { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec / 1e3; }
+static int cmp(const void* a, const void* b) { double x = *(const double*)a, y = *(const double*)b; return x < y ? -1 : x > y; }
+enum { N = 32, ROUNDS = 9 };
+static const size_t SZ = 20u << 20;
+static CUmemAccessDesc acc;
+static CUcontext ctx;
+struct job { CUdeviceptr va; size_t size; double t1; };
+static void* unmapper(void* p) {
+  struct job* j = p;
+  CK(cuCtxSetCurrent(ctx));
+  CK(cuMemUnmap(j->va, j->size));
+  j->t1 = now();
+  return NULL;
+}
+static void mapgrant(CUdeviceptr va, CUmemGenericAllocationHandle* hs) {
+  for (int i = 0; i < N; i++) CK(cuMemMap(va + i * SZ, SZ, 0, hs[i], 0));
+  CK(cuMemSetAccess(va, N * SZ, &acc, 1));
+}
+int main() {
+  CUdevice dev;
+  CK(cuInit(0)); CK(cuDeviceGet(&dev, 0)); CK(cuDevicePrimaryCtxRetain(&ctx, dev)); CK(cuCtxSetCurrent(ctx));
+  CUmemAllocationProp prop = {0};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED; prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE; prop.location.id = 0;
+  acc.location = prop.location; acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  const char* names[3] = {"sequential", "overlapped", "foreground alone"};
+  double fg[3][ROUNDS], all[3][ROUNDS];
+  for (int round = 0; round < ROUNDS; round++) {
+    for (int k = 0; k < 3; k++) {
+      int mode = (k + round) % 3;
+      CUdeviceptr r1, r2;
+      CK(cuMemAddressReserve(&r1, N * SZ, 0, 0, 0));
+      CK(cuMemAddressReserve(&r2, N * SZ, 0, 0, 0));
+      CUmemGenericAllocationHandle hs[N];
+      for (int i = 0; i < N; i++) CK(cuMemCreate(&hs[i], SZ, &prop, 0));
+      mapgrant(r1, hs);
+      CK(cuMemsetD8(r1, 1, N * SZ)); CK(cuCtxSynchronize());
+      double t0, t1, t2;
+      if (mode == 0) {
+        t0 = now();
+        CK(cuMemUnmap(r1, N * SZ));
+        mapgrant(r2, hs);
+        t1 = t2 = now();
+      } else if (mode == 1) {
+        struct job j = {r1, N * SZ, 0};
+        pthread_t th;
+        t0 = now();
+        pthread_create(&th, NULL, unmapper, &j);
+        mapgrant(r2, hs);
+        t1 = now();
+        pthread_join(th, NULL);
+        t2 = j.t1 > t1 ? j.t1 : t1;
+      } else {
+        CK(cuMemUnmap(r1, N * SZ));
+        t0 = now();
+        mapgrant(r2, hs);
+        t1 = t2 = now();
+      }
+      CK(cuMemsetD8(r2, 2, N * SZ)); CK(cuCtxSynchronize());
+      fg[mode][round] = (t1 - t0) / N;
+      all[mode][round] = (t2 - t0) / N;
+      CK(cuMemUnmap(r2, N * SZ));
+      for (int i = 0; i < N; i++) CK(cuMemRelease(hs[i]));
+      CK(cuMemAddressFree(r1, N * SZ));
+      CK(cuMemAddressFree(r2, N * SZ));
+    }
+  }
+  for (int m = 0; m < 3; m++) {
+    qsort(fg[m], ROUNDS, sizeof(double), cmp);
+    qsort(all[m], ROUNDS, sizeof(double), cmp);
+    printf("%d chunks of 20 MiB, %-16s: foreground %.1f us a chunk, whole move %.1f (medians of %d; fastest %.1f / %.1f)\n",
+           N, names[m], fg[m][ROUNDS / 2], all[m][ROUNDS / 2], ROUNDS, fg[m][0], all[m][0]);
+  }
+  return 0;
+}
