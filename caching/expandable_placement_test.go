@@ -234,3 +234,62 @@ func TestExpandableGrowthSynchronizesOnlyToMove(t *testing.T) {
 	f.free(c)
 	f.free(d)
 }
+
+// The same, seen from the device: work queued on another stream is still
+// queued after a growth with every mapped chunk in use (the simulator in
+// manual mode runs a stream's work only when something waits for it), and
+// has run after a growth that moves chunks, which must wait for it.
+func TestExpandableGrowthLeavesOtherStreamsRunning(t *testing.T) {
+	g, ss := newSim(t, 4<<30, true)
+	a, err := New(g, Options{ExpandableSegments: true, ReleaseBeforeGrow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeSim(t, g, ss)
+	defer func() {
+		if err := a.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	s, other := ss[0], ss[1]
+	alloc := func(n uint64) gpumem.Ptr {
+		t.Helper()
+		p, err := a.Allocate(n, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	busy := alloc(chunk20)
+	queued := func() bool {
+		t.Helper()
+		done, err := g.StreamQuery(other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return !done
+	}
+	if err := g.MemsetAsync(busy, 1, chunk20, other); err != nil {
+		t.Fatal(err)
+	}
+	x := alloc(2 * chunk20) // chunks 1-2: past the high-water mark, every chunk in use
+	z := alloc(chunk20)     // chunk 3
+	if !queued() {
+		t.Error("growths with nothing to move ran the work of another stream: they synchronized the device")
+	}
+	if err := a.Deallocate(x, s); err != nil { // chunks 1-2 free and mapped, between live blocks
+		t.Fatal(err)
+	}
+	y := alloc(3 * chunk20) // after chunk 3: moves chunks 1-2, creates one
+	if queued() {
+		t.Error("a growth that moved chunks left another stream's work queued: it unmapped without synchronizing")
+	}
+	if n := a.Stats(0).NumDeviceFree; n != 2 {
+		t.Errorf("%d chunks unmapped, want the 2 moved", n)
+	}
+	for _, p := range []gpumem.Ptr{y, z, busy} {
+		if err := a.Deallocate(p, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
