@@ -3,13 +3,7 @@
 // for handles unmapped elsewhere and mapped again (a move), with 20 MiB and
 // 2 MiB chunks, rounds interleaved. Prints the median µs per chunk of each.
 // On the GPU machine: nvcc -O2 -o /tmp/grantbench scripts/gpu/grantbench.c -lcuda && /tmp/grantbench
-#include <cuda.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#define CK(x) do { CUresult r = (x); if (r) { const char* s; cuGetErrorName(r, &s); fprintf(stderr, "%s: %s\n", #x, s); exit(1);} } while (0)
-static double now() { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec / 1e3; }
-static int cmp(const void* a, const void* b) { double x = *(const double*)a, y = *(const double*)b; return x < y ? -1 : x > y; }
+#include "vmmbench.h"
 enum { N = 64, ROUNDS = 7 };
 static CUmemAccessDesc acc;
 // grant maps hs at va (n chunks of sz) and grants access, in one call or per chunk; returns µs per chunk of the grants.
@@ -23,11 +17,8 @@ static double grant(CUdeviceptr va, CUmemGenericAllocationHandle* hs, int n, siz
   return (t1 - t0) / n;
 }
 int main() {
-  CUdevice dev; CUcontext ctx;
-  CK(cuInit(0)); CK(cuDeviceGet(&dev, 0)); CK(cuDevicePrimaryCtxRetain(&ctx, dev)); CK(cuCtxSetCurrent(ctx));
-  CUmemAllocationProp prop = {0};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED; prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE; prop.location.id = 0;
-  acc.location = prop.location; acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CUmemAllocationProp prop;
+  vmm_setup(&prop, &acc);
   size_t sizes[2] = {20u << 20, 2u << 20};
   const char* names[4] = {"fresh, one call", "fresh, per chunk", "moved, one call", "moved, per chunk"};
   for (int si = 0; si < 2; si++) {

@@ -6,22 +6,13 @@
 // granted in that reservation, rounds interleaved; prints the median µs
 // per chunk of each case.
 // On the GPU machine: nvcc -O2 -o /tmp/grantscale scripts/gpu/grantscale.c -lcuda && /tmp/grantscale
-#include <cuda.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#define CK(x) do { CUresult r = (x); if (r) { const char* s; cuGetErrorName(r, &s); fprintf(stderr, "%s: %s\n", #x, s); exit(1);} } while (0)
-static double now() { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec / 1e3; }
-static int cmp(const void* a, const void* b) { double x = *(const double*)a, y = *(const double*)b; return x < y ? -1 : x > y; }
+#include "vmmbench.h"
 enum { N = 32, L = 384, ROUNDS = 7 };
 static const size_t SZ = 20u << 20;
 int main() {
-  CUdevice dev; CUcontext ctx;
-  CK(cuInit(0)); CK(cuDeviceGet(&dev, 0)); CK(cuDevicePrimaryCtxRetain(&ctx, dev)); CK(cuCtxSetCurrent(ctx));
-  CUmemAllocationProp prop = {0};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED; prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE; prop.location.id = 0;
-  CUmemAccessDesc acc = {0};
-  acc.location = prop.location; acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CUmemAllocationProp prop;
+  CUmemAccessDesc acc;
+  vmm_setup(&prop, &acc);
   const char* names[4] = {"small reservation, none live", "280 GiB reservation, none live",
                           "small reservation, 384 live", "280 GiB reservation, 384 live"};
   double r[4][ROUNDS];

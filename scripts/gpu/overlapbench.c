@@ -6,14 +6,8 @@
 // foreground work and of the whole move for each, and of the foreground
 // alone (old address unmapped beforehand, untimed). Rounds interleaved.
 // On the GPU machine: nvcc -O2 -o /tmp/overlapbench scripts/gpu/overlapbench.c -lcuda -lpthread && /tmp/overlapbench
-#include <cuda.h>
+#include "vmmbench.h"
 #include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#define CK(x) do { CUresult r = (x); if (r) { const char* s; cuGetErrorName(r, &s); fprintf(stderr, "%s: %s\n", #x, s); exit(1);} } while (0)
-static double now() { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec / 1e3; }
-static int cmp(const void* a, const void* b) { double x = *(const double*)a, y = *(const double*)b; return x < y ? -1 : x > y; }
 enum { N = 32, ROUNDS = 9 };
 static const size_t SZ = 20u << 20;
 static CUmemAccessDesc acc;
@@ -31,11 +25,8 @@ static void mapgrant(CUdeviceptr va, CUmemGenericAllocationHandle* hs) {
   CK(cuMemSetAccess(va, N * SZ, &acc, 1));
 }
 int main() {
-  CUdevice dev;
-  CK(cuInit(0)); CK(cuDeviceGet(&dev, 0)); CK(cuDevicePrimaryCtxRetain(&ctx, dev)); CK(cuCtxSetCurrent(ctx));
-  CUmemAllocationProp prop = {0};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED; prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE; prop.location.id = 0;
-  acc.location = prop.location; acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CUmemAllocationProp prop;
+  ctx = vmm_setup(&prop, &acc);
   const char* names[3] = {"sequential", "overlapped", "foreground alone"};
   double fg[3][ROUNDS], all[3][ROUNDS];
   for (int round = 0; round < ROUNDS; round++) {

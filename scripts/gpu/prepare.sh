@@ -31,7 +31,7 @@ if command -v gcc >/dev/null; then
 fi
 cp "$shared"/anchors/*.c "$shared"/anchors/*.cpp "$G/anchors/"
 cp "$shared"/traces/*.trace.gz testdata/*.trace.gz "$G/traces/"
-cp scripts/gpu/*.c "$G/anchors/" 2>/dev/null || true
+cp scripts/gpu/*.c scripts/gpu/*.h "$G/anchors/" 2>/dev/null || true
 # The kernels' sources, for the fatbin nvcc builds (run.sh kernels); the
 # dialect header comes from gpumem compile --print-header there.
 cp kernels/*.cu "$G/kernels/"

@@ -3,21 +3,12 @@
 // interleaved rounds; prints the median µs of each step per size. Tells
 // whether fewer, larger mappings would cost less than many 20 MiB chunks.
 // On the GPU machine: nvcc -O2 -o /tmp/sizecost scripts/gpu/sizecost.c -lcuda && /tmp/sizecost
-#include <cuda.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#define CK(x) do { CUresult r = (x); if (r) { const char* s; cuGetErrorName(r, &s); fprintf(stderr, "%s: %s\n", #x, s); exit(1);} } while (0)
-static double now() { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec / 1e3; }
-static int cmp(const void* a, const void* b) { double x = *(const double*)a, y = *(const double*)b; return x < y ? -1 : x > y; }
+#include "vmmbench.h"
 enum { NS = 6, ROUNDS = 7, REPS = 4 };
 int main() {
-  CUdevice dev; CUcontext ctx;
-  CK(cuInit(0)); CK(cuDeviceGet(&dev, 0)); CK(cuDevicePrimaryCtxRetain(&ctx, dev)); CK(cuCtxSetCurrent(ctx));
-  CUmemAllocationProp prop = {0};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED; prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE; prop.location.id = 0;
-  CUmemAccessDesc acc = {0};
-  acc.location = prop.location; acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CUmemAllocationProp prop;
+  CUmemAccessDesc acc;
+  vmm_setup(&prop, &acc);
   size_t mib[NS] = {2, 20, 64, 256, 1024, 4096};
   const char* steps[5] = {"create", "map", "grant", "unmap", "release"};
   static double r[NS][5][ROUNDS];

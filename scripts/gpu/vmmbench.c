@@ -1,18 +1,11 @@
 // Costs of cuMemAlloc/cuMemFree against the virtual memory calls (reserve, create, map, access, a
 // 208 MiB growth, unmap, release) for 20 MiB, 256 MiB and 1320 MiB segments, four times each.
 // On the GPU machine: nvcc -O2 -o /tmp/vmmbench scripts/gpu/vmmbench.c -lcuda && /tmp/vmmbench
-#include <cuda.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#define CK(x) do { CUresult r = (x); if (r) { const char* s; cuGetErrorName(r, &s); fprintf(stderr, "%s: %s\n", #x, s); exit(1);} } while (0)
-static double now() { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec / 1e3; }
+#include "vmmbench.h"
 int main() {
-  CUdevice dev; CUcontext ctx;
-  CK(cuInit(0)); CK(cuDeviceGet(&dev, 0)); CK(cuDevicePrimaryCtxRetain(&ctx, dev)); CK(cuCtxSetCurrent(ctx));
-  CUmemAllocationProp prop = {0};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED; prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE; prop.location.id = 0;
-  CUmemAccessDesc acc = {0}; acc.location = prop.location; acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CUmemAllocationProp prop;
+  CUmemAccessDesc acc;
+  vmm_setup(&prop, &acc);
   size_t sizes[] = {20u << 20, 256u << 20, 1320ull << 20};
   for (int si = 0; si < 3; si++) {
     size_t n = sizes[si], g = 208ull << 20;
