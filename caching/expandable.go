@@ -325,9 +325,7 @@ func (d *device) unmapFreeLocked(seg *segment, limit uint64) uint64 {
 		if !b.inTree {
 			continue
 		}
-		off := uint64(b.addr - seg.addr)
-		first := (off + e.chunk - 1) / e.chunk
-		end := min((off+b.size)/e.chunk, e.top) // exclusive
+		first, end := e.chunksWithin(seg, b)
 		for i := first; i < end && freed < limit; {
 			if !e.mapped[i] {
 				i++
@@ -398,15 +396,21 @@ func (e *expandable) hasFreeChunk(seg *segment) bool {
 		if !b.inTree {
 			continue
 		}
-		off := uint64(b.addr - seg.addr)
-		end := min((off+b.size)/e.chunk, e.top)
-		for i := (off + e.chunk - 1) / e.chunk; i < end; i++ {
+		first, end := e.chunksWithin(seg, b)
+		for i := first; i < end; i++ {
 			if e.mapped[i] {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// chunksWithin returns the chunks [first, end) of seg that lie wholly inside
+// block b, below the highest mapped one: those a free b may give up.
+func (e *expandable) chunksWithin(seg *segment, b *block) (first, end uint64) {
+	off := uint64(b.addr - seg.addr)
+	return (off + e.chunk - 1) / e.chunk, min((off+b.size)/e.chunk, e.top)
 }
 
 // releaseEmptyExpandableLocked frees the virtual ranges of expandable segments

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/sim"
 )
 
 // vmmCounter counts the virtual memory calls that reach the backend.
@@ -53,14 +54,22 @@ func (c *vmmCounter) counts() [4]int {
 // simulator, and allocation helpers that write the memory they get (the
 // simulator reports a write to unmapped memory).
 type expandableFixture struct {
-	t *testing.T
-	a *Allocator
-	c *vmmCounter
-	s gpumem.Stream
+	t     *testing.T
+	a     *Allocator
+	c     *vmmCounter
+	s     gpumem.Stream
+	g     *sim.GPU
+	other gpumem.Stream // a second stream of the device
 }
 
 func newExpandableFixture(t *testing.T) *expandableFixture {
-	g, ss := newSim(t, 4<<30, false)
+	return newExpandableFixtureOn(t, false)
+}
+
+// newExpandableFixtureOn is newExpandableFixture on a simulator whose streams
+// run only when something waits for them, if manual.
+func newExpandableFixtureOn(t *testing.T, manual bool) *expandableFixture {
+	g, ss := newSim(t, 4<<30, manual)
 	c := &vmmCounter{Backend: g}
 	a, err := New(c, Options{ExpandableSegments: true, ReleaseBeforeGrow: true})
 	if err != nil {
@@ -73,7 +82,7 @@ func newExpandableFixture(t *testing.T) *expandableFixture {
 		}
 		closeSim(t, g, ss)
 	})
-	return &expandableFixture{t: t, a: a, c: c, s: ss[0]}
+	return &expandableFixture{t: t, a: a, c: c, s: ss[0], g: g, other: ss[1]}
 }
 
 func (f *expandableFixture) alloc(size uint64) gpumem.Ptr {
@@ -240,56 +249,33 @@ func TestExpandableGrowthSynchronizesOnlyToMove(t *testing.T) {
 // manual mode runs a stream's work only when something waits for it), and
 // has run after a growth that moves chunks, which must wait for it.
 func TestExpandableGrowthLeavesOtherStreamsRunning(t *testing.T) {
-	g, ss := newSim(t, 4<<30, true)
-	a, err := New(g, Options{ExpandableSegments: true, ReleaseBeforeGrow: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeSim(t, g, ss)
-	defer func() {
-		if err := a.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
-	s, other := ss[0], ss[1]
-	alloc := func(n uint64) gpumem.Ptr {
-		t.Helper()
-		p, err := a.Allocate(n, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	busy := alloc(chunk20)
+	f := newExpandableFixtureOn(t, true)
 	queued := func() bool {
 		t.Helper()
-		done, err := g.StreamQuery(other)
+		done, err := f.g.StreamQuery(f.other)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return !done
 	}
-	if err := g.MemsetAsync(busy, 1, chunk20, other); err != nil {
+	busy := f.alloc(chunk20)
+	if err := f.g.MemsetAsync(busy, 1, chunk20, f.other); err != nil {
 		t.Fatal(err)
 	}
-	x := alloc(2 * chunk20) // chunks 1-2: past the high-water mark, every chunk in use
-	z := alloc(chunk20)     // chunk 3
+	x := f.alloc(2 * chunk20) // chunks 1-2: past the high-water mark, every chunk in use
+	z := f.alloc(chunk20)     // chunk 3
 	if !queued() {
 		t.Error("growths with nothing to move ran the work of another stream: they synchronized the device")
 	}
-	if err := a.Deallocate(x, s); err != nil { // chunks 1-2 free and mapped, between live blocks
-		t.Fatal(err)
-	}
-	y := alloc(3 * chunk20) // after chunk 3: moves chunks 1-2, creates one
+	f.free(x)                 // chunks 1-2 free and mapped, between live blocks
+	y := f.alloc(3 * chunk20) // after chunk 3: moves chunks 1-2, creates one
 	if queued() {
 		t.Error("a growth that moved chunks left another stream's work queued: it unmapped without synchronizing")
 	}
-	if n := a.Stats(0).NumDeviceFree; n != 2 {
+	if n := f.a.Stats(0).NumDeviceFree; n != 2 {
 		t.Errorf("%d chunks unmapped, want the 2 moved", n)
 	}
 	for _, p := range []gpumem.Ptr{y, z, busy} {
-		if err := a.Deallocate(p, s); err != nil {
-			t.Fatal(err)
-		}
+		f.free(p)
 	}
 }
