@@ -22,7 +22,7 @@ type expandable struct {
 	handles []gpumem.MemHandle
 	mapped  []bool
 	nmapped int
-	// top is one past the highest mapped chunk: scans for mapped chunks
+	// top is one past the highest mapped or ghost chunk: scans for mapped chunks
 	// stop there instead of running to the end of the range (twice the
 	// device: 140,000 chunks of 2 MiB on an H200).
 	top uint64
@@ -30,6 +30,13 @@ type expandable struct {
 	// released (nil until the first Sleep): they stay counted as mapped,
 	// with no handle, until Wake maps them back.
 	sleeping []bool
+	// ghost marks the chunks where a handle that moved within the segment
+	// is still mapped, unused (handles[i] names it; ghost.go). They are
+	// not mapped for the allocator, and count in top. moved holds, for
+	// each handle with ghosts, its active chunk and its ghosts.
+	ghost  []bool
+	moved  map[gpumem.MemHandle]*ghostSet
+	nghost int
 }
 
 // mappedWithin returns the mapped bytes within free block b.
@@ -165,11 +172,22 @@ func (d *device) mapRangeLocked(b *block) error {
 	first := uint64(b.addr-seg.addr) / e.chunk
 	last := (uint64(b.addr-seg.addr) + b.size - 1) / e.chunk
 	e.ensure(last + 1)
+	ghosts := d.ghostsAllowed(seg)
+	var free []bool // the segment's free mapped chunks, once needed
 	var need uint64
 	for i := first; i <= last; i++ {
-		if !e.mapped[i] {
-			need += e.chunk
+		if e.mapped[i] {
+			continue
 		}
+		if ghosts && e.ghost[i] {
+			if free == nil {
+				free = d.freeChunks(seg)
+			}
+			if d.reviveLocked(seg, i, free) {
+				continue
+			}
+		}
+		need += e.chunk
 	}
 	if need == 0 {
 		return nil
@@ -182,42 +200,61 @@ func (d *device) mapRangeLocked(b *block) error {
 			return fmt.Errorf("caching: mapping %s more would exceed the memory fraction's cap of %s: %w",
 				gpumem.FormatBytes(need), gpumem.FormatBytes(d.limit), gpumem.ErrOutOfMemory)
 		}
+		free = nil // the unmap may have taken free chunks
 	}
 	// Chunks unmapped to make room keep their physical memory for this
 	// mapping: one unmap and one map move a chunk, instead of also a
 	// release and a create. What is not reused is released at the end.
 	d.keepChunk, d.kept = e.chunk, d.kept[:0]
 	defer d.releaseKeptLocked()
-	if peak := d.highWater; d.a.opts.ReleaseBeforeGrow && reserved+need > peak {
-		d.releaseForGrowthLocked(reserved + need - peak)
-	}
-	st := seg.pool.statType()
-	// Access is granted once per run of consecutive newly mapped chunks.
-	runStart := uint64(0)
-	inRun := false
-	grant := func(end uint64) error {
-		if !inRun {
+	// Free chunks of this segment move first, leaving ghosts: no unmap and
+	// no synchronization. What growth past the high-water mark needs
+	// beyond them is released or unmapped elsewhere, and kept for here.
+	var fresh []uint64 // chunks mapped here, granted access at the end
+	synced := false
+	// place readies unmapped chunk i for a handle: a ghost of another
+	// handle is unmapped, after the work that may still use it.
+	place := func(i uint64) error {
+		if !e.isGhost(i) {
 			return nil
 		}
-		inRun = false
-		addr := seg.addr.Add(runStart * e.chunk)
-		size := (end - runStart) * e.chunk
-		if err := d.a.b.MemSetAccess(addr, size, d.id, gpumem.AccessReadWrite); err != nil {
-			for j := runStart; j < end; j++ {
-				d.unmapChunkLocked(seg, j, false)
-			}
-			return fmt.Errorf("caching: granting access to %#x: %w", uintptr(addr), err)
+		if !synced {
+			d.syncAllLocked()
+			synced = true
 		}
-		return nil
+		return d.unmapGhostLocked(seg, i)
 	}
+	if peak := d.highWater; d.a.opts.ReleaseBeforeGrow && reserved+need > peak {
+		over := reserved + need - peak
+		if ghosts {
+			if free == nil {
+				free = d.freeChunks(seg)
+			}
+			var donors []uint64
+			for j := uint64(0); j < uint64(len(free)) && uint64(len(donors))*e.chunk < over; j++ {
+				if free[j] {
+					donors = append(donors, j)
+				}
+			}
+			over -= min(over, uint64(len(donors))*e.chunk)
+			var err error
+			if fresh, err = d.moveDonorsLocked(seg, first, last, donors, place, &synced); err != nil {
+				return errors.Join(err, d.grantRunsLocked(seg, fresh))
+			}
+		}
+		if over > 0 {
+			d.releaseForGrowthLocked(over)
+		}
+	}
+	st := seg.pool.statType()
 	for i := first; i <= last; i++ {
 		if e.mapped[i] {
-			if err := grant(i); err != nil {
-				return err
-			}
 			continue
 		}
 		addr := seg.addr.Add(i * e.chunk)
+		if err := place(i); err != nil {
+			return errors.Join(err, d.grantRunsLocked(seg, fresh))
+		}
 		var h gpumem.MemHandle
 		if n := len(d.kept); n > 0 {
 			h, d.kept = d.kept[n-1], d.kept[:n-1]
@@ -225,14 +262,13 @@ func (d *device) mapRangeLocked(b *block) error {
 			var err error
 			h, err = d.a.b.MemCreate(d.id, e.chunk)
 			if err != nil {
-				_ = grant(i)
-				return fmt.Errorf("caching: creating %s of physical memory on device %d: %w", gpumem.FormatBytes(e.chunk), d.id, err)
+				return errors.Join(fmt.Errorf("caching: creating %s of physical memory on device %d: %w", gpumem.FormatBytes(e.chunk), d.id, err),
+					d.grantRunsLocked(seg, fresh))
 			}
 		}
 		if err := d.a.b.MemMap(addr, e.chunk, 0, h); err != nil {
 			_ = d.a.b.MemRelease(h)
-			_ = grant(i)
-			return fmt.Errorf("caching: mapping %#x: %w", uintptr(addr), err)
+			return errors.Join(fmt.Errorf("caching: mapping %#x: %w", uintptr(addr), err), d.grantRunsLocked(seg, fresh))
 		}
 		e.handles[i], e.mapped[i] = h, true
 		e.nmapped++
@@ -240,11 +276,79 @@ func (d *device) mapRangeLocked(b *block) error {
 		d.addReservedLocked(st, int64(e.chunk))
 		d.stats.NumDeviceAlloc++
 		d.recordLocked(gpumem.ActionSegmentMap, seg.stream.Handle, addr, e.chunk)
-		if !inRun {
-			runStart, inRun = i, true
-		}
+		fresh = append(fresh, i)
 	}
-	return grant(last + 1)
+	return d.grantRunsLocked(seg, fresh)
+}
+
+// moveDonorsLocked moves the free chunks donors of seg to the unmapped
+// chunks of [first, last], in order, leaving ghosts (moveLeavingGhostLocked),
+// and returns the chunks mapped. Should the backend refuse to map a handle
+// twice, ghosts are off from then on and the donors left are unmapped,
+// their handles kept for the mapping underway. place readies a chunk.
+// d.mu must be held.
+func (d *device) moveDonorsLocked(seg *segment, first, last uint64, donors []uint64, place func(uint64) error, synced *bool) ([]uint64, error) {
+	e := seg.exp
+	var moved []uint64
+	for i := first; i <= last && len(donors) > 0; i++ {
+		if e.mapped[i] {
+			continue
+		}
+		if err := place(i); err != nil {
+			return moved, err
+		}
+		err := d.moveLeavingGhostLocked(seg, donors[0], i)
+		if err == nil {
+			moved = append(moved, i)
+			donors = donors[1:]
+			continue
+		}
+		if errors.Is(err, gpumem.ErrOutOfMemory) {
+			return moved, fmt.Errorf("caching: mapping %#x: %w", uintptr(seg.addr.Add(i*e.chunk)), err)
+		}
+		d.noGhosts = true
+		d.a.logf("caching: mapping memory at a second address failed (%v); moves unmap from now on", err)
+		if !*synced {
+			d.syncAllLocked()
+			*synced = true
+		}
+		for k := 0; k < len(donors); {
+			n := 1
+			for k+n < len(donors) && donors[k+n] == donors[k]+uint64(n) {
+				n++
+			}
+			d.unmapRunLocked(seg, donors[k], donors[k]+uint64(n))
+			k += n
+		}
+		break
+	}
+	return moved, nil
+}
+
+// grantRunsLocked grants access to the chunks of seg mapped by a mapping
+// (ascending), one call per run of consecutive chunks. On an error the
+// chunks not granted are unmapped and their memory released.
+// d.mu must be held.
+func (d *device) grantRunsLocked(seg *segment, chunks []uint64) error {
+	e := seg.exp
+	for k := 0; k < len(chunks); {
+		n := 1
+		for k+n < len(chunks) && chunks[k+n] == chunks[k]+uint64(n) {
+			n++
+		}
+		addr := seg.addr.Add(chunks[k] * e.chunk)
+		if err := d.a.b.MemSetAccess(addr, uint64(n)*e.chunk, d.id, gpumem.AccessReadWrite); err != nil {
+			if e.nghost > 0 {
+				d.syncAllLocked() // the unmaps below may take ghosts of moved chunks
+			}
+			for _, j := range chunks[k:] {
+				d.unmapChunkLocked(seg, j, false)
+			}
+			return fmt.Errorf("caching: granting access to %#x: %w", uintptr(addr), err)
+		}
+		k += n
+	}
+	return nil
 }
 
 // unmapChunkLocked unmaps chunk i of seg and releases its physical memory, or,
@@ -267,6 +371,9 @@ func (d *device) unmapChunkLocked(seg *segment, i uint64, keep bool) bool {
 func (d *device) forgetChunkLocked(seg *segment, i uint64, keep bool) {
 	e := seg.exp
 	addr := seg.addr.Add(i * e.chunk)
+	if err := d.unmapGhostsOfLocked(seg, e.handles[i]); err != nil {
+		d.a.logf("%v", err)
+	}
 	if keep && d.keepChunk == e.chunk {
 		d.kept = append(d.kept, e.handles[i])
 	} else if d.a.b.MemRelease(e.handles[i]) != nil {
@@ -275,9 +382,7 @@ func (d *device) forgetChunkLocked(seg *segment, i uint64, keep bool) {
 	}
 	e.handles[i], e.mapped[i] = gpumem.MemHandle{}, false
 	e.nmapped--
-	for e.top > 0 && !e.mapped[e.top-1] {
-		e.top--
-	}
+	e.lower()
 	d.stats.ReservedBytes.Add(seg.pool.statType(), -int64(e.chunk))
 	d.stats.NumDeviceFree++
 	d.recordLocked(gpumem.ActionSegmentUnmap, seg.stream.Handle, addr, e.chunk)
@@ -572,7 +677,7 @@ func (e *expandable) ensure(k uint64) {
 		return
 	}
 	size := min(max(k, 2*have, 64), e.n)
-	e.handles, e.mapped = grown(e.handles, size), grown(e.mapped, size)
+	e.handles, e.mapped, e.ghost = grown(e.handles, size), grown(e.mapped, size), grown(e.ghost, size)
 	if e.sleeping != nil {
 		e.sleeping = grown(e.sleeping, size)
 	}

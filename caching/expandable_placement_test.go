@@ -60,6 +60,7 @@ type expandableFixture struct {
 	s     gpumem.Stream
 	g     *sim.GPU
 	other gpumem.Stream // a second stream of the device
+	third gpumem.Stream // a third
 }
 
 func newExpandableFixture(t *testing.T) *expandableFixture {
@@ -82,16 +83,22 @@ func newExpandableFixtureOn(t *testing.T, manual bool) *expandableFixture {
 		}
 		closeSim(t, g, ss)
 	})
-	return &expandableFixture{t: t, a: a, c: c, s: ss[0], g: g, other: ss[1]}
+	return &expandableFixture{t: t, a: a, c: c, s: ss[0], g: g, other: ss[1], third: ss[2]}
 }
 
 func (f *expandableFixture) alloc(size uint64) gpumem.Ptr {
 	f.t.Helper()
-	p, err := f.a.Allocate(size, f.s)
+	return f.allocOn(size, f.s)
+}
+
+// allocOn allocates size bytes on stream s and writes them there.
+func (f *expandableFixture) allocOn(size uint64, s gpumem.Stream) gpumem.Ptr {
+	f.t.Helper()
+	p, err := f.a.Allocate(size, s)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if err := f.a.b.MemsetAsync(p, 0xab, size, f.s); err != nil {
+	if err := f.a.b.MemsetAsync(p, 0xab, size, s); err != nil {
 		f.t.Fatalf("writing %d bytes at %#x: %v", size, uintptr(p), err)
 	}
 	return p
@@ -99,7 +106,12 @@ func (f *expandableFixture) alloc(size uint64) gpumem.Ptr {
 
 func (f *expandableFixture) free(p gpumem.Ptr) {
 	f.t.Helper()
-	if err := f.a.Deallocate(p, f.s); err != nil {
+	f.freeOn(p, f.s)
+}
+
+func (f *expandableFixture) freeOn(p gpumem.Ptr, s gpumem.Stream) {
+	f.t.Helper()
+	if err := f.a.Deallocate(p, s); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -175,14 +187,14 @@ func TestExpandableUsesInteriorMappedRun(t *testing.T) {
 	f.free(d)
 }
 
-// Release before growth unmaps a run of free chunks in one call and moves
-// their physical memory to the growth: one unmap, creates only for what it
-// did not cover, one access grant.
+// Release before growth unmaps a run of free chunks of another stream's
+// segment in one call and moves their physical memory to the growth: one
+// unmap, creates only for what it did not cover, one access grant.
 func TestExpandableUnmapsRunsInOneCall(t *testing.T) {
 	f := newExpandableFixture(t)
-	a := f.alloc(3 * chunk20) // chunks 0-2
-	b := f.alloc(chunk20)     // chunk 3; the high-water mark is 4 chunks
-	f.free(a)
+	a := f.allocOn(3*chunk20, f.other) // chunks 0-2 of the other stream's segment
+	b := f.alloc(chunk20)              // chunk 0 of this one; the high-water mark is 4 chunks
+	f.freeOn(a, f.other)
 	before := f.c.counts()
 	p := f.alloc(5 * chunk20) // 5 new chunks: 3 moved, 2 created
 	after := f.c.counts()
@@ -215,12 +227,14 @@ func TestExpandableReplayRepeatable(t *testing.T) {
 	}
 }
 
-// Growth past the high-water mark synchronizes the device only when it has
-// free mapped chunks to move: while every mapped chunk is in use (a
-// workload reaching its peak for the first time grows this way at every
-// step) there is nothing to unmap, and a synchronization would stall every
-// stream of the device for nothing.
-func TestExpandableGrowthSynchronizesOnlyToMove(t *testing.T) {
+// Growth past the high-water mark synchronizes the device only when it
+// unmaps: while every mapped chunk is in use (a workload reaching its peak
+// for the first time grows this way at every step) there is nothing to
+// move; chunks that move within their segment leave ghosts and are not
+// unmapped (ghost.go); only chunks taken from another stream's segment
+// are, and a synchronization, which stalls every stream of the device, is
+// paid for those alone.
+func TestExpandableGrowthSynchronizesOnlyToUnmap(t *testing.T) {
 	f := newExpandableFixture(t)
 	syncs := func() int64 { return f.a.Stats(0).NumSyncAllStreams }
 	a := f.alloc(2 * chunk20)
@@ -233,21 +247,33 @@ func TestExpandableGrowthSynchronizesOnlyToMove(t *testing.T) {
 	before := f.c.counts()
 	d := f.alloc(3 * chunk20) // moves the two, creates one
 	after := f.c.counts()
-	if n := syncs(); n != 1 {
-		t.Errorf("a growth that moves chunks synchronized the device %d times, want 1", n)
+	if n := syncs(); n != 0 {
+		t.Errorf("a growth that moved chunks within its segment synchronized the device %d times, want 0", n)
 	}
-	if creates, unmaps := after[0]-before[0], after[2]-before[2]; creates != 1 || unmaps != 1 {
-		t.Errorf("the growth made %d creates and %d unmap calls, want 1 and 1", creates, unmaps)
+	if creates, maps, unmaps := after[0]-before[0], after[1]-before[1], after[2]-before[2]; creates != 1 || maps != 3 || unmaps != 0 {
+		t.Errorf("the growth made %d creates, %d maps and %d unmap calls, want 1, 3 and 0", creates, maps, unmaps)
 	}
+	o := f.allocOn(chunk20, f.other) // another stream's segment: a create
+	f.freeOn(o, f.other)
 	f.free(b)
+	before = f.c.counts()
+	e := f.alloc(7 * chunk20) // past the mark: moves b's chunk and takes o's
+	after = f.c.counts()
+	if n := syncs(); n != 1 {
+		t.Errorf("a growth that unmapped another segment's chunk synchronized the device %d times, want 1", n)
+	}
+	if creates, unmaps := after[0]-before[0], after[2]-before[2]; unmaps != 1 || creates != 5 {
+		t.Errorf("the growth made %d creates and %d unmap calls, want 5 and 1", creates, unmaps)
+	}
 	f.free(c)
 	f.free(d)
+	f.free(e)
 }
 
 // The same, seen from the device: work queued on another stream is still
-// queued after a growth with every mapped chunk in use (the simulator in
-// manual mode runs a stream's work only when something waits for it), and
-// has run after a growth that moves chunks, which must wait for it.
+// queued after growths that unmap nothing (the simulator in manual mode
+// runs a stream's work only when something waits for it), and has run after
+// a growth that unmaps another segment's chunk, which must wait for it.
 func TestExpandableGrowthLeavesOtherStreamsRunning(t *testing.T) {
 	f := newExpandableFixtureOn(t, true)
 	queued := func() bool {
@@ -268,14 +294,23 @@ func TestExpandableGrowthLeavesOtherStreamsRunning(t *testing.T) {
 		t.Error("growths with nothing to move ran the work of another stream: they synchronized the device")
 	}
 	f.free(x)                 // chunks 1-2 free and mapped, between live blocks
-	y := f.alloc(3 * chunk20) // after chunk 3: moves chunks 1-2, creates one
+	y := f.alloc(3 * chunk20) // after chunk 3: moves chunks 1-2 within the segment, creates one
+	if !queued() {
+		t.Error("a growth that moved chunks within their segment ran the work of another stream")
+	}
+	if n := f.a.Stats(0).NumDeviceFree; n != 0 {
+		t.Errorf("%d chunks unmapped, want none: moves within a segment leave ghosts", n)
+	}
+	o := f.allocOn(chunk20, f.third)
+	f.freeOn(o, f.third)
+	w := f.alloc(4 * chunk20) // past the mark, above the ghosts: takes o's chunk from the third stream's segment
 	if queued() {
-		t.Error("a growth that moved chunks left another stream's work queued: it unmapped without synchronizing")
+		t.Error("a growth that unmapped another segment's chunk left another stream's work queued: it unmapped without synchronizing")
 	}
-	if n := f.a.Stats(0).NumDeviceFree; n != 2 {
-		t.Errorf("%d chunks unmapped, want the 2 moved", n)
+	if n := f.a.Stats(0).NumDeviceFree; n != 1 {
+		t.Errorf("%d chunks unmapped, want the 1 taken from the other segment", n)
 	}
-	for _, p := range []gpumem.Ptr{y, z, busy} {
+	for _, p := range []gpumem.Ptr{w, y, z, busy} {
 		f.free(p)
 	}
 }

@@ -333,6 +333,9 @@ func (d *device) closeLocked() error {
 	for seg := range d.segments {
 		if seg.exp != nil {
 			e := seg.exp
+			if err := d.unmapAllGhostsLocked(seg); err != nil {
+				errs = append(errs, err)
+			}
 			for i, m := range e.mapped {
 				if !m || (e.sleeping != nil && e.sleeping[i]) {
 					continue // never mapped, or released by Sleep

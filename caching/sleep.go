@@ -408,6 +408,9 @@ func (d *device) releaseMappedLocked(segs []*segment) (uint64, error) {
 	var released uint64
 	for _, seg := range segs {
 		e := seg.exp
+		if err := d.unmapAllGhostsLocked(seg); err != nil {
+			return released, err
+		}
 		if e.sleeping == nil {
 			e.sleeping = make([]bool, len(e.mapped))
 		}

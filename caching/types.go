@@ -153,6 +153,8 @@ type device struct {
 	gran      uint64
 	keepChunk uint64             // while a mapping runs: the chunk size whose unmapped handles it reuses
 	kept      []gpumem.MemHandle // handles unmapped for that mapping, not yet reused
+	noGhosts  bool               // the backend refused to map a handle twice: moves unmap (ghost.go)
+	scratch   []bool             // freeChunks' table, reused
 
 	history history.Ring // the most recent events (Options.HistorySize)
 

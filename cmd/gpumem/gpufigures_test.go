@@ -12,14 +12,14 @@ import (
 // gpuReplayKeys are the figures a replay on the simulator must share with
 // the same replay on a GPU: what the allocator asked the device for and
 // what it held, not how long it took.
-var gpuReplayKeys = []string{"pairs", "peak_requested", "peak_reserved", "device_allocs", "device_frees", "ooms"}
+var gpuReplayKeys = []string{"pairs", "peak_requested", "peak_reserved", "device_allocs", "device_frees", "device_syncs", "ooms"}
 
 // TestSimMatchesGPUReplays replays each trace of testdata/gpu-replays.jsonl
 // (the caching allocator's replays on a GPU, one line per trace and
 // configuration, as `gpumem replay --backend cuda --json` printed them; see
 // docs/gpu-results.md for the run) on the simulator with the same
 // configuration, and requires the same footprint and the same device
-// allocations and frees: the simulator is where policies are tuned, so its
+// allocations, frees and synchronizations: the simulator is where policies are tuned, so its
 // figures must be the GPU's. The stream-ordered pool's replays are not
 // among them: its footprint is the driver pool's own placement, which the
 // simulator models but does not reproduce.

@@ -1,8 +1,8 @@
 // What the virtual-memory benchmarks of this folder share: the error check,
 // the clock, the comparison for qsort, and the set-up (device 0's primary
 // context made current; a property for pinned device memory and read-write
-// access on device 0). Included by grantbench.c, grantscale.c,
-// overlapbench.c, sizecost.c and vmmbench.c, compiled with nvcc beside them.
+// access on device 0). Included by ghostbench.c, grantbench.c,
+// grantscale.c, overlapbench.c, sizecost.c and vmmbench.c, compiled with nvcc beside them.
 #ifndef GPUMEM_VMMBENCH_H
 #define GPUMEM_VMMBENCH_H
 #include <cuda.h>

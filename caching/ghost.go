@@ -1,0 +1,179 @@
+package caching
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/gpumem/gpumem"
+)
+
+// Ghosts: a chunk of physical memory that moves within its expandable
+// segment stays mapped where it was. See doc.go ("Moves that leave a
+// ghost") for the policy and the argument for it.
+
+// ghostSet is where one handle with ghosts is mapped: its active chunk (the
+// one blocks use, marked mapped) and the chunks it is still mapped at,
+// unused (its ghosts).
+type ghostSet struct {
+	active uint64
+	slots  []uint64
+}
+
+// isGhost reports whether chunk i of e is a ghost.
+func (e *expandable) isGhost(i uint64) bool {
+	return i < uint64(len(e.ghost)) && e.ghost[i]
+}
+
+// lower moves top down past the chunks that are neither mapped nor ghosts.
+func (e *expandable) lower() {
+	for e.top > 0 && !e.mapped[e.top-1] && !e.isGhost(e.top-1) {
+		e.top--
+	}
+}
+
+// ghostsAllowed reports whether moves within seg may leave ghosts: not once
+// the backend refused to map a handle twice, and not in a private pool's
+// segment (a graph capture may be mapping it, and an unmap of a ghost needs
+// the device synchronized).
+func (d *device) ghostsAllowed(seg *segment) bool {
+	return !d.noGhosts && seg.pool.private == nil
+}
+
+// freeChunks marks the chunks of seg that lie wholly inside its free blocks
+// and are mapped (below top): those a mapping may take. d.mu must be held.
+func (d *device) freeChunks(seg *segment) []bool {
+	e := seg.exp
+	free := d.scratch
+	if uint64(cap(free)) < e.top {
+		free = make([]bool, e.top)
+	} else {
+		free = free[:e.top]
+		clear(free)
+	}
+	for b := seg.head; b != nil; b = b.next {
+		if !b.inTree {
+			continue
+		}
+		first, end := e.chunksWithin(seg, b)
+		for i := first; i < end; i++ {
+			free[i] = e.mapped[i]
+		}
+	}
+	d.scratch = free
+	return free
+}
+
+// reviveLocked makes ghost chunk i of seg the active chunk of its handle
+// again, with no device call, if the handle's active chunk is free (marked
+// in free): that chunk becomes a ghost in its place. Both chunks are of the
+// same segment, so of one stream, and the stream's order keeps the work
+// that used the old chunk ahead of whatever uses the new one: nothing is
+// unmapped, so nothing needs the device synchronized. d.mu must be held.
+func (d *device) reviveLocked(seg *segment, i uint64, free []bool) bool {
+	e := seg.exp
+	gs := e.moved[e.handles[i]]
+	if gs == nil || gs.active >= uint64(len(free)) || !free[gs.active] {
+		return false
+	}
+	k := slices.Index(gs.slots, i)
+	if k < 0 {
+		return false // a ghost whose unmap failed when its handle left
+	}
+	j := gs.active
+	free[j] = false
+	gs.slots[k], gs.active = j, i
+	e.mapped[j], e.ghost[j] = false, true
+	e.mapped[i], e.ghost[i] = true, false
+	d.recordLocked(gpumem.ActionSegmentUnmap, seg.stream.Handle, seg.addr.Add(j*e.chunk), e.chunk)
+	d.recordLocked(gpumem.ActionSegmentMap, seg.stream.Handle, seg.addr.Add(i*e.chunk), e.chunk)
+	return true
+}
+
+// moveLeavingGhostLocked maps the handle of free chunk j of seg at chunk i
+// as well and makes i its active chunk, leaving j a ghost: a move that
+// costs a map and an access grant (granted by the caller), not an unmap and
+// a synchronization. An error is the map's. d.mu must be held.
+func (d *device) moveLeavingGhostLocked(seg *segment, j, i uint64) error {
+	e := seg.exp
+	h := e.handles[j]
+	if err := d.a.b.MemMap(seg.addr.Add(i*e.chunk), e.chunk, 0, h); err != nil {
+		return err
+	}
+	gs := e.moved[h]
+	if gs == nil {
+		if e.moved == nil {
+			e.moved = map[gpumem.MemHandle]*ghostSet{}
+		}
+		gs = &ghostSet{}
+		e.moved[h] = gs
+	}
+	gs.active = i
+	gs.slots = append(gs.slots, j)
+	e.handles[i] = h
+	e.mapped[j], e.ghost[j] = false, true
+	e.mapped[i] = true
+	e.nghost++
+	e.top = max(e.top, i+1)
+	d.stats.NumDeviceAlloc++
+	d.recordLocked(gpumem.ActionSegmentUnmap, seg.stream.Handle, seg.addr.Add(j*e.chunk), e.chunk)
+	d.recordLocked(gpumem.ActionSegmentMap, seg.stream.Handle, seg.addr.Add(i*e.chunk), e.chunk)
+	return nil
+}
+
+// unmapGhostLocked unmaps ghost chunk i of seg, so that the chunk can take
+// another handle. The device has been synchronized: work queued before the
+// handle moved may still use the ghost's addresses. d.mu must be held.
+func (d *device) unmapGhostLocked(seg *segment, i uint64) error {
+	e := seg.exp
+	addr := seg.addr.Add(i * e.chunk)
+	if err := d.a.b.MemUnmap(addr, e.chunk); err != nil {
+		return fmt.Errorf("caching: unmapping %#x, where memory that moved was still mapped: %w", uintptr(addr), err)
+	}
+	h := e.handles[i]
+	if gs := e.moved[h]; gs != nil {
+		if k := slices.Index(gs.slots, i); k >= 0 {
+			gs.slots = slices.Delete(gs.slots, k, k+1)
+		}
+		if len(gs.slots) == 0 {
+			delete(e.moved, h)
+		}
+	}
+	e.handles[i], e.ghost[i] = gpumem.MemHandle{}, false
+	e.nghost--
+	e.lower()
+	d.stats.NumDeviceFree++
+	return nil
+}
+
+// unmapGhostsOfLocked unmaps every ghost of handle h of seg, before h is
+// released or leaves the segment. The device has been synchronized. On an
+// error the ghosts not unmapped stay marked, with no handle set: the
+// chunks are unmapped again before anything is mapped there. d.mu must be
+// held.
+func (d *device) unmapGhostsOfLocked(seg *segment, h gpumem.MemHandle) error {
+	gs := seg.exp.moved[h]
+	if gs == nil {
+		return nil
+	}
+	for len(gs.slots) > 0 {
+		if err := d.unmapGhostLocked(seg, gs.slots[len(gs.slots)-1]); err != nil {
+			delete(seg.exp.moved, h)
+			return err
+		}
+	}
+	return nil
+}
+
+// unmapAllGhostsLocked unmaps every ghost of seg (Sleep and Close, after
+// synchronizing the device). d.mu must be held.
+func (d *device) unmapAllGhostsLocked(seg *segment) error {
+	e := seg.exp
+	for i := uint64(0); e.nghost > 0 && i < uint64(len(e.ghost)); i++ {
+		if e.ghost[i] {
+			if err := d.unmapGhostLocked(seg, i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,225 @@
+package caching
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gpumem/gpumem"
+)
+
+// ghostFixture: an expandable fixture after a growth that moved chunks
+// within the segment. a (3 chunks at chunk 0) was freed and b holds chunk
+// 3, so the 4-chunk growth d at chunks 4-7 moved the handles of chunks 0-2
+// to chunks 4-6 (leaving ghosts at 0-2) and created chunk 7.
+func ghostFixture(t *testing.T) (f *expandableFixture, base, b, d gpumem.Ptr) {
+	f = newExpandableFixture(t)
+	a := f.alloc(3 * chunk20)
+	b = f.alloc(chunk20)
+	f.free(a)
+	before := f.c.counts()
+	d = f.alloc(4 * chunk20)
+	if d != a.Add(4*chunk20) {
+		t.Fatalf("the growth went to %#x, want chunk 4 (%#x)", uintptr(d), uintptr(a.Add(4*chunk20)))
+	}
+	if got, want := diff(before, f.c.counts()), [4]int{1, 4, 0, 1}; got != want {
+		t.Fatalf("creates, maps, unmaps, grants of the growth: %v, want %v", got, want)
+	}
+	return f, a, b, d
+}
+
+func diff(before, after [4]int) [4]int {
+	return [4]int{after[0] - before[0], after[1] - before[1], after[2] - before[2], after[3] - before[3]}
+}
+
+// A growth that moves free chunks of its own segment maps their handles at
+// the new place and leaves them mapped at the old (ghosts): no unmap, no
+// synchronization, reserved memory unchanged, and the old place unmapped
+// as far as the allocator is concerned.
+func TestExpandableMoveLeavesGhosts(t *testing.T) {
+	f, _, b, d := ghostFixture(t)
+	if n := f.a.Stats(0).NumSyncAllStreams; n != 0 {
+		t.Errorf("%d synchronizations, want 0", n)
+	}
+	if r := f.reserved(); r != 5*chunk20 {
+		t.Errorf("reserved %d, want 5 chunks", r)
+	}
+	e := f.a.devs[0].large.exp[f.s.Handle].exp
+	for i := range 3 {
+		if !e.ghost[i] || e.mapped[i] {
+			t.Errorf("chunk %d: ghost %v mapped %v, want a ghost", i, e.ghost[i], e.mapped[i])
+		}
+		if gs := e.moved[e.handles[i]]; gs == nil || gs.active != uint64(4+i) {
+			t.Errorf("chunk %d's handle is not active at chunk %d", i, 4+i)
+		}
+	}
+	f.free(d)
+	f.free(b)
+}
+
+// A ghost whose handle is free at its active chunk becomes active again
+// with no device call; one whose handle is in use is unmapped (after a
+// synchronization) before another handle is mapped there.
+func TestExpandableGhostsRevive(t *testing.T) {
+	f, base, b, d := ghostFixture(t)
+	f.free(d) // chunks 4-7 free and mapped
+	e1 := f.alloc(chunk20)
+	e2 := f.alloc(chunk20)
+	if e1 != base.Add(7*chunk20) || e2 != base.Add(6*chunk20) {
+		t.Fatalf("one-chunk blocks at %#x and %#x, want chunks 7 and 6", uintptr(e1), uintptr(e2))
+	}
+	f.free(e1) // free and mapped: chunks 4-5 (the handles of ghosts 0-1) and 7; chunk 6 (ghost 2's) in use
+	before := f.c.counts()
+	g := f.alloc(3 * chunk20) // no mapped run of 3: the best fit is the ghosts at 0-2
+	if g != base {
+		t.Fatalf("3 chunks went to %#x, want the ghosts at %#x", uintptr(g), uintptr(base))
+	}
+	// Ghosts 0 and 1 revive; ghost 2 is unmapped and chunk 7's handle,
+	// free, moves there (leaving a ghost at 7).
+	if got, want := diff(before, f.c.counts()), [4]int{0, 1, 1, 1}; got != want {
+		t.Errorf("creates, maps, unmaps, grants: %v, want %v", got, want)
+	}
+	if n := f.a.Stats(0).NumSyncAllStreams; n != 1 {
+		t.Errorf("%d synchronizations, want 1 (for the unmap of a ghost)", n)
+	}
+	if r := f.reserved(); r != 5*chunk20 {
+		t.Errorf("reserved %d, want 5 chunks", r)
+	}
+	e := f.a.devs[0].large.exp[f.s.Handle].exp
+	for i, want := range []bool{false, false, false, false, true, true, false, true} {
+		if e.ghost[i] != want {
+			t.Errorf("chunk %d: ghost %v, want %v", i, e.ghost[i], want)
+		}
+	}
+	// The revived memory is mapped and accessible: the fixture wrote g.
+	f.free(g)
+	f.free(e2)
+	f.free(b)
+}
+
+// Releasing memory takes its ghosts with it: EmptyCache leaves nothing
+// mapped and the device's memory free, Sleep releases every byte and Wake
+// maps the live blocks back, usable.
+func TestExpandableGhostsReleasedWithTheirMemory(t *testing.T) {
+	t.Run("EmptyCache", func(t *testing.T) {
+		f, _, b, d := ghostFixture(t)
+		f.free(d)
+		f.free(b)
+		if err := f.a.EmptyCache(); err != nil {
+			t.Fatal(err)
+		}
+		if r := f.reserved(); r != 0 {
+			t.Errorf("reserved %d after EmptyCache, want 0", r)
+		}
+		if free, total, _ := f.g.MemInfo(0); free != total {
+			t.Errorf("%d of %d bytes free after EmptyCache: physical memory still mapped at a ghost", free, total)
+		}
+	})
+	t.Run("Sleep", func(t *testing.T) {
+		f, _, b, d := ghostFixture(t)
+		f.free(b) // d's chunks are the moved handles and a created one
+		ctx := context.Background()
+		if err := f.a.Sleep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if free, total, _ := f.g.MemInfo(0); free != total {
+			t.Errorf("%d of %d bytes free while asleep: physical memory still mapped at a ghost", free, total)
+		}
+		if err := f.a.Wake(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.g.MemsetAsync(d, 1, 4*chunk20, f.s); err != nil {
+			t.Errorf("writing the woken block: %v", err)
+		}
+		f.free(d)
+	})
+}
+
+// mapOnce is a backend that refuses to map a handle that is already mapped
+// (as a driver might), to exercise the fallback.
+type mapOnce struct {
+	gpumem.Backend
+	mu     sync.Mutex
+	at     map[gpumem.Ptr]gpumem.MemHandle
+	mapped map[gpumem.MemHandle]bool
+}
+
+func (m *mapOnce) MemMap(p gpumem.Ptr, size, off uint64, h gpumem.MemHandle) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mapped[h] {
+		return fmt.Errorf("handle mapped twice: %w", gpumem.ErrInvalidValue)
+	}
+	if err := m.Backend.MemMap(p, size, off, h); err != nil {
+		return err
+	}
+	m.at[p], m.mapped[h] = h, true
+	return nil
+}
+
+func (m *mapOnce) MemUnmap(p gpumem.Ptr, size uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.Backend.MemUnmap(p, size); err != nil {
+		return err
+	}
+	for q, h := range m.at {
+		if q >= p && q < p.Add(size) {
+			delete(m.at, q)
+			delete(m.mapped, h)
+		}
+	}
+	return nil
+}
+
+// On a backend that maps a handle only once, the first move falls back to
+// unmapping (one call for the run, after a synchronization) and says so,
+// and later moves unmap from the start.
+func TestExpandableMovesUnmapWhereHandlesMapOnce(t *testing.T) {
+	g, ss := newSim(t, 4<<30, false)
+	m := &mapOnce{Backend: g, at: map[gpumem.Ptr]gpumem.MemHandle{}, mapped: map[gpumem.MemHandle]bool{}}
+	c := &vmmCounter{Backend: m}
+	var logs []string
+	a, err := New(c, Options{ExpandableSegments: true, ReleaseBeforeGrow: true,
+		Logf: func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		checkInvariants(t, a)
+		if err := a.Close(); err != nil {
+			t.Error(err)
+		}
+		closeSim(t, g, ss)
+	}()
+	f := &expandableFixture{t: t, a: a, c: c, s: ss[0], g: g, other: ss[1], third: ss[2]}
+	for round := range 2 {
+		x := f.alloc(3 * chunk20)
+		y := f.alloc(chunk20)
+		f.free(x)
+		before := c.counts()
+		syncs := a.Stats(0).NumSyncAllStreams
+		p := f.alloc(5 * chunk20) // 3 moved, 2 created
+		got := diff(before, c.counts())
+		want := [4]int{2, 5, 1, 1}
+		if round == 0 {
+			want[1]++ // the refused map
+		}
+		if got != want {
+			t.Errorf("round %d: creates, maps, unmaps, grants: %v, want %v", round, got, want)
+		}
+		if n := a.Stats(0).NumSyncAllStreams - syncs; n != 1 {
+			t.Errorf("round %d: %d synchronizations, want 1", round, n)
+		}
+		f.free(p)
+		f.free(y)
+		if err := a.EmptyCache(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(logs) != 1 || !strings.Contains(logs[0], "moves unmap from now on") {
+		t.Errorf("logs %q, want one saying moves unmap from now on", logs)
+	}
+}
