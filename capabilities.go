@@ -28,6 +28,18 @@ type VirtualMemoryAdvisor interface {
 	VirtualMemoryDefault() (ok bool, reason string)
 }
 
+// MappingAliaser is implemented by backends that know whether one physical
+// allocation (MemCreate) may be mapped at a second virtual address while it
+// is mapped at a first. Expandable segments then move free memory by
+// mapping it at its new place and leaving the old mapping for later (no
+// unmap, no synchronization). An allocator over a backend without this
+// capability tries, and stops at the first refusal.
+type MappingAliaser interface {
+	// MapsHandleTwice reports whether a handle may be mapped at two
+	// addresses at once, and when not, why.
+	MapsHandleTwice() (ok bool, reason string)
+}
+
 // StreamChecker is implemented by backends that can tell, in process, whether
 // a stream handle is a live stream of its device and the backend still open.
 // Allocators ask it on paths that otherwise make no call into the vendor

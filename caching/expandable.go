@@ -63,6 +63,11 @@ func (d *device) initExpandable() {
 		return
 	}
 	d.expOn = true
+	if m, ok := d.a.b.(gpumem.MappingAliaser); ok {
+		if twice, _ := m.MapsHandleTwice(); !twice {
+			d.noGhosts = true
+		}
+	}
 }
 
 // initGranularity reads the device's mapping granularity once, for

@@ -223,3 +223,46 @@ func TestExpandableMovesUnmapWhereHandlesMapOnce(t *testing.T) {
 		t.Errorf("logs %q, want one saying moves unmap from now on", logs)
 	}
 }
+
+// singleMapper says, as the HIP backend does, that a handle is mapped at
+// one address at a time.
+type singleMapper struct{ gpumem.Backend }
+
+func (singleMapper) MapsHandleTwice() (bool, string) { return false, "one mapping per handle" }
+
+// A backend that says a handle is mapped once gets moves that unmap from
+// the start: no refused map, nothing logged.
+func TestExpandableMovesUnmapWhereTheBackendSaysSo(t *testing.T) {
+	g, ss := newSim(t, 4<<30, false)
+	c := &vmmCounter{Backend: g}
+	var logs []string
+	a, err := New(singleMapper{c}, Options{ExpandableSegments: true, ReleaseBeforeGrow: true,
+		Logf: func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		checkInvariants(t, a)
+		if err := a.Close(); err != nil {
+			t.Error(err)
+		}
+		closeSim(t, g, ss)
+	}()
+	f := &expandableFixture{t: t, a: a, c: c, s: ss[0], g: g, other: ss[1], third: ss[2]}
+	x := f.alloc(3 * chunk20)
+	y := f.alloc(chunk20)
+	f.free(x)
+	before := c.counts()
+	p := f.alloc(5 * chunk20)
+	if got, want := diff(before, c.counts()), [4]int{2, 5, 1, 1}; got != want {
+		t.Errorf("creates, maps, unmaps, grants: %v, want %v", got, want)
+	}
+	if n := a.Stats(0).NumSyncAllStreams; n != 1 {
+		t.Errorf("%d synchronizations, want 1", n)
+	}
+	if len(logs) != 0 {
+		t.Errorf("logs %q, want none", logs)
+	}
+	f.free(p)
+	f.free(y)
+}

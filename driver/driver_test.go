@@ -217,3 +217,13 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 		t.Fatalf("hot path allocates %.1f times per round", allocs)
 	}
 }
+
+// TestMapsHandleTwice: the CUDA driver maps a physical allocation at
+// several addresses at once (cuMemMap; scripts/gpu/ghostbench.c checks it
+// on a GPU), so expandable segments' moves within a segment leave ghosts.
+func TestMapsHandleTwice(t *testing.T) {
+	b := openFake(t)
+	if ok, why := b.MapsHandleTwice(); !ok || why != "" {
+		t.Errorf("MapsHandleTwice = %v, %q; want true", ok, why)
+	}
+}

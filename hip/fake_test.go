@@ -267,3 +267,12 @@ func TestVirtualMemoryDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestMapsHandleTwice: HIP maps a physical allocation at one address at a
+// time, and says why, so that expandable segments' moves unmap.
+func TestMapsHandleTwice(t *testing.T) {
+	b := openFake(t, 70253211, nil, [2]uint64{})
+	if ok, why := b.MapsHandleTwice(); ok || why == "" {
+		t.Errorf("MapsHandleTwice = %v, %q; want false and a reason", ok, why)
+	}
+}

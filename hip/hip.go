@@ -42,6 +42,11 @@
 //     is the maximum: the backend sets it so when it hands out a pool.
 //   - Before 7.0 the allocators' VMM-backed defaults are off
 //     (VirtualMemoryDefault), as PyTorch turns expandable segments off.
+//   - A physical allocation is mapped at one address at a time
+//     (MapsHandleTwice says no): HIP documents no second mapping of a
+//     handle, clr tracks mappings by their start (the hipMemUnmap note
+//     above), and it has not been run on an AMD GPU here. Expandable
+//     segments' moves unmap on HIP.
 package hip
 
 import (
@@ -136,6 +141,7 @@ var dialect = native.Dialect{
 	DeferDestructors:     true,
 	PoolSetup:            poolSetup,
 	VirtualMemoryDefault: virtualMemoryDefault,
+	SingleMapping:        singleMapping,
 	Target:               target,
 	Versions: func(b *native.Backend) (gpumem.Version, error) {
 		d, err := b.Int32(symtab.DriverGetVersion)
@@ -231,6 +237,10 @@ func poolSetup(b *native.Backend, p gpumem.MemPool) error {
 	}
 	return nil
 }
+
+// singleMapping is why a physical allocation is mapped at one address at a
+// time on HIP (the package comment has the detail).
+const singleMapping = "HIP documents no second mapping of a physical allocation, and it is untried on AMD GPUs"
 
 // virtualMemoryDefault turns the allocators' VMM-backed defaults off before
 // HIP 7.0.

@@ -306,6 +306,17 @@ func (p *Profiler) CheckStream(s gpumem.Stream) error {
 	return err
 }
 
+// MapsHandleTwice passes the wrapped backend's answer through
+// (gpumem.MappingAliaser), so that an allocator over the Profiler moves
+// memory as it would over the backend; a backend without the capability
+// is tried, as allocators try it.
+func (p *Profiler) MapsHandleTwice() (bool, string) {
+	if m, ok := p.Backend.(gpumem.MappingAliaser); ok {
+		return m.MapsHandleTwice()
+	}
+	return true, ""
+}
+
 // StreamEpoch is the wrapped backend's stream epoch (gpumem.StreamChecker):
 // with it the Profiler is a StreamChecker, and an allocator over it keeps
 // its stream checks' answers as it does over the backend itself, instead

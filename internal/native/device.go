@@ -86,6 +86,13 @@ func (b *Backend) VirtualMemoryDefault() (bool, string) {
 	return b.d.VirtualMemoryDefault(b)
 }
 
+// MapsHandleTwice reports whether a physical allocation may be mapped at a
+// second address while mapped at a first (a gpumem.MappingAliaser
+// capability): yes unless the dialect says why not.
+func (b *Backend) MapsHandleTwice() (bool, string) {
+	return b.d.SingleMapping == "", b.d.SingleMapping
+}
+
 // DeviceTarget implements gpumem.TargetNamer through the dialect: the
 // compile target of device dev.
 func (b *Backend) DeviceTarget(dev int) (string, error) {

@@ -71,6 +71,10 @@ type Dialect struct {
 	// PoolSetup adjusts a pool the backend hands out, once per pool
 	// (optional; HIP raises the release threshold on gfx10 and gfx11).
 	PoolSetup func(b *Backend, p gpumem.MemPool) error
+	// SingleMapping, when not empty, says why a physical allocation should
+	// be mapped at one address at a time with this vendor's library
+	// (gpumem.MappingAliaser); empty: it may be mapped at several.
+	SingleMapping string
 	// VirtualMemoryDefault reports whether allocators should use the
 	// virtual memory API by default with this library, and why not
 	// (optional; absent: yes).
