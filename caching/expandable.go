@@ -289,8 +289,9 @@ func (d *device) mapRangeLocked(b *block) error {
 // moveDonorsLocked moves the free chunks donors of seg to the unmapped
 // chunks of [first, last], in order, leaving ghosts (moveLeavingGhostLocked),
 // and returns the chunks mapped. Should the backend refuse to map a handle
-// twice, ghosts are off from then on and the donors left are unmapped,
-// their handles kept for the mapping underway. place readies a chunk.
+// twice (an invalid value or not supported), ghosts are off from then on
+// and the donors left are unmapped, their handles kept for the mapping
+// underway; another error is returned. place readies a chunk.
 // d.mu must be held.
 func (d *device) moveDonorsLocked(seg *segment, first, last uint64, donors []uint64, place func(uint64) error, synced *bool) ([]uint64, error) {
 	e := seg.exp
@@ -308,9 +309,10 @@ func (d *device) moveDonorsLocked(seg *segment, first, last uint64, donors []uin
 			donors = donors[1:]
 			continue
 		}
-		if errors.Is(err, gpumem.ErrOutOfMemory) {
+		if !errors.Is(err, gpumem.ErrInvalidValue) && !errors.Is(err, gpumem.ErrNotSupported) {
 			return moved, fmt.Errorf("caching: mapping %#x: %w", uintptr(seg.addr.Add(i*e.chunk)), err)
 		}
+		// A refusal of the second mapping itself.
 		d.noGhosts = true
 		d.a.logf("caching: mapping memory at a second address failed (%v); moves unmap from now on", err)
 		if !*synced {

@@ -2,6 +2,7 @@ package caching
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -265,4 +266,70 @@ func TestExpandableMovesUnmapWhereTheBackendSaysSo(t *testing.T) {
 	}
 	f.free(p)
 	f.free(y)
+}
+
+// Faults on the ghosts' paths fail the allocation and leave a consistent
+// state (the fixture checks the invariants and the simulator's leaks at
+// the end): a map of a moving chunk that fails for another reason than a
+// refusal, the unmap of a ghost, and the access grant after a move (which
+// releases the moved chunks, ghosts and all).
+func TestExpandableGhostFaults(t *testing.T) {
+	transient := errors.New("injected failure")
+	t.Run("move's map", func(t *testing.T) {
+		f := newExpandableFixture(t)
+		a := f.alloc(3 * chunk20)
+		b := f.alloc(chunk20)
+		f.free(a)
+		f.g.InjectFault("MemMap", 1, transient)
+		if _, err := f.a.Allocate(4*chunk20, f.s); !errors.Is(err, transient) {
+			t.Fatalf("Allocate: %v, want the injected failure", err)
+		}
+		checkInvariants(t, f.a)
+		if r := f.reserved(); r != 4*chunk20 {
+			t.Errorf("reserved %d after the failure, want 4 chunks", r)
+		}
+		before := f.c.counts()
+		d := f.alloc(4 * chunk20) // moves the three free chunks now
+		if got, want := diff(before, f.c.counts()), [4]int{1, 4, 0, 1}; got != want {
+			t.Errorf("retry: creates, maps, unmaps, grants %v, want %v", got, want)
+		}
+		f.free(d)
+		f.free(b)
+	})
+	t.Run("ghost's unmap", func(t *testing.T) {
+		f, _, b, d := ghostFixture(t)
+		f.free(d)
+		e1 := f.alloc(chunk20)
+		e2 := f.alloc(chunk20)
+		f.free(e1)
+		f.g.InjectFault("MemUnmap", 1, transient)
+		if _, err := f.a.Allocate(3*chunk20, f.s); !errors.Is(err, transient) {
+			t.Fatalf("Allocate: %v, want the injected failure", err)
+		}
+		checkInvariants(t, f.a)
+		g := f.alloc(3 * chunk20)
+		f.free(g)
+		f.free(e2)
+		f.free(b)
+	})
+	t.Run("grant after a move", func(t *testing.T) {
+		f := newExpandableFixture(t)
+		a := f.alloc(3 * chunk20)
+		b := f.alloc(chunk20)
+		f.free(a)
+		f.g.InjectFault("MemSetAccess", 1, transient)
+		if _, err := f.a.Allocate(4*chunk20, f.s); !errors.Is(err, transient) {
+			t.Fatalf("Allocate: %v, want the injected failure", err)
+		}
+		checkInvariants(t, f.a)
+		if r := f.reserved(); r != chunk20 {
+			t.Errorf("reserved %d after the failed grant, want b's chunk alone (the moved ones released)", r)
+		}
+		if free, total, _ := f.g.MemInfo(0); total-free != chunk20 {
+			t.Errorf("%d bytes of the device in use, want b's chunk alone: a released chunk still mapped at a ghost", total-free)
+		}
+		d := f.alloc(4 * chunk20)
+		f.free(d)
+		f.free(b)
+	})
 }
