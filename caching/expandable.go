@@ -630,7 +630,10 @@ func (d *device) preferMappedLocked(b *block, rounded uint64) *block {
 		})
 	}
 	if best == nil {
-		return b
+		best, bestOff = d.cheapestWindowLocked(b, rounded)
+		if best == nil {
+			return b
+		}
 	}
 	if best != b {
 		d.cacheLocked(b)

@@ -177,3 +177,72 @@ func (d *device) unmapAllGhostsLocked(seg *segment) error {
 	}
 	return nil
 }
+
+// cheapestWindowLocked returns the free block of b's segment (b, out of its
+// tree, included) and the offset in it where rounded bytes need the fewest
+// chunks mapped, a ghost that reviveLocked would make active counting as
+// mapped; nil where the segment has no ghosts or no window needs fewer
+// than b's start. preferMappedLocked asks it when no free block holds the
+// request on mapped chunks alone, so that a block that must map some
+// chunks goes where the fewest device calls serve it (a workload that
+// alternates phases finds its previous places as ghosts); the smallest
+// block wins a tie, as best fit would have it. d.mu must be held.
+func (d *device) cheapestWindowLocked(b *block, rounded uint64) (*block, uint64) {
+	seg := b.seg
+	e := seg.exp
+	if e.nghost == 0 || !d.ghostsAllowed(seg) || d.a.opts.bestFitOnly {
+		return nil, 0
+	}
+	free := d.freeChunks(seg)
+	first, end := e.chunksWithin(seg, b)
+	for i := first; i < end; i++ {
+		free[i] = e.mapped[i]
+	}
+	// need[i] counts the chunks below i that a mapping would have to map:
+	// neither mapped nor a ghost whose handle is free where it is active.
+	need := d.scratchN
+	if uint64(cap(need)) < e.top+1 {
+		need = make([]uint64, e.top+1)
+	}
+	need = need[:e.top+1]
+	need[0] = 0
+	d.scratchN = need
+	for i := range e.top {
+		ok := e.mapped[i]
+		if !ok && e.ghost[i] {
+			gs := e.moved[e.handles[i]]
+			ok = gs != nil && free[gs.active]
+		}
+		need[i+1] = need[i]
+		if !ok {
+			need[i+1]++
+		}
+	}
+	cost := func(start uint64) uint64 { // of [start, start+rounded), chunks past top unmapped
+		lo, hi := start/e.chunk, (start+rounded-1)/e.chunk+1
+		n := hi - lo
+		if lo < e.top {
+			n -= min(hi, e.top) - lo - (need[min(hi, e.top)] - need[lo])
+		}
+		return n
+	}
+	best, bestOff := (*block)(nil), uint64(0)
+	bestCost := cost(uint64(b.addr - seg.addr))
+	try := func(c *block) {
+		base := uint64(c.addr - seg.addr)
+		for off := uint64(0); off+rounded <= c.size && base+off < e.top*e.chunk; {
+			if k := cost(base + off); k < bestCost {
+				best, bestOff, bestCost = c, off, k
+			}
+			off = (base+off)/e.chunk*e.chunk + e.chunk - base // the next chunk boundary
+		}
+	}
+	try(b)
+	b.tree.ascendFrom(rounded, func(c *block) bool {
+		if c.seg == seg {
+			try(c)
+		}
+		return true
+	})
+	return best, bestOff
+}

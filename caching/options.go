@@ -125,6 +125,11 @@ type Options struct {
 	// Logf receives one-off diagnostics (such as the expandable-segments
 	// fallback); nil discards them.
 	Logf func(format string, args ...any)
+
+	// bestFitOnly turns off the search for the window that needs the
+	// fewest chunks mapped (cheapestWindowLocked), for the tests that
+	// measure what it saves.
+	bestFitOnly bool
 }
 
 // Segment sizes of DefaultOptions.

@@ -155,6 +155,7 @@ type device struct {
 	kept      []gpumem.MemHandle // handles unmapped for that mapping, not yet reused
 	noGhosts  bool               // the backend refused to map a handle twice: moves unmap (ghost.go)
 	scratch   []bool             // freeChunks' table, reused
+	scratchN  []uint64           // cheapestWindowLocked's counts, reused
 
 	history history.Ring // the most recent events (Options.HistorySize)
 
