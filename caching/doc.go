@@ -135,10 +135,12 @@
 // mapped to it, unused (a ghost), and nothing is unmapped or synchronized.
 // Both places belong to one stream, whose order keeps the work that used
 // the old place ahead of the work that uses the new. A ghost is unmapped
-// only when its address range is wanted for another handle (after a
-// synchronization: the unmap the move would have made, made later) or when
-// its handle is released or leaves the segment (EmptyCache, Sleep, Close, a
-// move to another stream's segment). When a block lands on ghosts whose
+// only when its address range is wanted for another handle (the unmap the
+// move would have made, made later) or when its handle is released or
+// leaves the segment (EmptyCache, Sleep, Close, a move to another stream's
+// segment). The first waits for an event recorded on the segment's stream
+// after the ghost was made, not for the device: by then the event has
+// usually completed, and nothing waits at all. When a block lands on ghosts whose
 // handles are free where they are active, the ghosts become active again
 // with no device call at all: a workload that alternates phases moves the
 // same chunks back and forth, and pays for a place once. The argument: the

@@ -37,6 +37,12 @@ type expandable struct {
 	ghost  []bool
 	moved  map[gpumem.MemHandle]*ghostSet
 	nghost int
+	// made counts the ghosts made; fenced is made when ev, recorded on
+	// the segment's stream after them, was last recorded (hasEv): the work
+	// that may still use a ghost's addresses is ahead of ev (ghost.go).
+	made, fenced int64
+	ev           gpumem.Event
+	hasEv        bool
 }
 
 // mappedWithin returns the mapped bytes within free block b.
@@ -178,6 +184,9 @@ func (d *device) mapRangeLocked(b *block) error {
 	last := (uint64(b.addr-seg.addr) + b.size - 1) / e.chunk
 	e.ensure(last + 1)
 	ghosts := d.ghostsAllowed(seg)
+	// The ghosts this mapping makes lie outside b: only those made before
+	// it are unmapped here, and only those need to be waited for.
+	before := e.made
 	var free []bool // the segment's free mapped chunks, once needed
 	var need uint64
 	for i := first; i <= last; i++ {
@@ -224,11 +233,12 @@ func (d *device) mapRangeLocked(b *block) error {
 			return nil
 		}
 		if !synced {
-			d.syncAllLocked()
+			d.awaitGhostsLocked(seg, before)
 			synced = true
 		}
 		return d.unmapGhostLocked(seg, i)
 	}
+	defer d.fenceGhostsLocked(seg)
 	if peak := d.highWater; d.a.opts.ReleaseBeforeGrow && reserved+need > peak {
 		over := reserved + need - peak
 		if ghosts {
@@ -536,6 +546,7 @@ func (d *device) releaseEmptyExpandableLocked() {
 			continue
 		}
 		d.takeFromTreeLocked(seg.head.tree, seg.head)
+		d.dropGhostEventLocked(seg)
 		delete(seg.pool.exp, seg.stream.Handle)
 		delete(d.segments, seg)
 		d.stats.Segment.Add(seg.pool.statType(), -1)

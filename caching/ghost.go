@@ -84,6 +84,7 @@ func (d *device) reviveLocked(seg *segment, i uint64, free []bool) bool {
 	gs.slots[k], gs.active = j, i
 	e.mapped[j], e.ghost[j] = false, true
 	e.mapped[i], e.ghost[i] = true, false
+	e.made++
 	d.recordLocked(gpumem.ActionSegmentUnmap, seg.stream.Handle, seg.addr.Add(j*e.chunk), e.chunk)
 	d.recordLocked(gpumem.ActionSegmentMap, seg.stream.Handle, seg.addr.Add(i*e.chunk), e.chunk)
 	return true
@@ -113,6 +114,7 @@ func (d *device) moveLeavingGhostLocked(seg *segment, j, i uint64) error {
 	e.mapped[j], e.ghost[j] = false, true
 	e.mapped[i] = true
 	e.nghost++
+	e.made++
 	e.top = max(e.top, i+1)
 	d.stats.NumDeviceAlloc++
 	d.recordLocked(gpumem.ActionSegmentUnmap, seg.stream.Handle, seg.addr.Add(j*e.chunk), e.chunk)
@@ -120,9 +122,60 @@ func (d *device) moveLeavingGhostLocked(seg *segment, j, i uint64) error {
 	return nil
 }
 
+// fenceGhostsLocked records the segment's event on its stream if ghosts
+// were made since it was last recorded: work queued on the stream before a
+// ghost was made, which may still use the ghost's addresses, is then ahead
+// of the event, and an unmap of the ghost need wait for that stream alone
+// (awaitGhostsLocked) instead of the whole device. Should the event not be
+// had, the next unmap of a ghost synchronizes the device. d.mu must be held.
+func (d *device) fenceGhostsLocked(seg *segment) {
+	e := seg.exp
+	if e.made == e.fenced {
+		return
+	}
+	if !e.hasEv {
+		ev, err := d.getEventLocked()
+		if err != nil {
+			return
+		}
+		e.ev, e.hasEv = ev, true
+	}
+	if d.a.b.EventRecord(e.ev, seg.stream) == nil {
+		e.fenced = e.made
+	}
+}
+
+// awaitGhostsLocked waits until no queued work may use the addresses of
+// the first made ghosts of seg: for the segment's event when it was
+// recorded after them (no wait at all once it has completed, as it has
+// long since on a busy workload), else for the whole device. d.mu must be
+// held.
+func (d *device) awaitGhostsLocked(seg *segment, made int64) {
+	e := seg.exp
+	if e.hasEv && e.fenced >= made {
+		if done, err := d.a.b.EventQuery(e.ev); err == nil && done {
+			return
+		}
+		if d.a.b.EventSynchronize(e.ev) == nil {
+			return
+		}
+	}
+	d.syncAllLocked()
+}
+
+// dropGhostEventLocked returns seg's event to the device's cache, when seg
+// goes. d.mu must be held.
+func (d *device) dropGhostEventLocked(seg *segment) {
+	if e := seg.exp; e.hasEv {
+		d.events = append(d.events, e.ev)
+		e.hasEv = false
+	}
+}
+
 // unmapGhostLocked unmaps ghost chunk i of seg, so that the chunk can take
-// another handle. The device has been synchronized: work queued before the
-// handle moved may still use the ghost's addresses. d.mu must be held.
+// another handle. The caller has waited for the work queued before the
+// handle moved, which may use the ghost's addresses (awaitGhostsLocked, or
+// a synchronization of the device). d.mu must be held.
 func (d *device) unmapGhostLocked(seg *segment, i uint64) error {
 	e := seg.exp
 	addr := seg.addr.Add(i * e.chunk)

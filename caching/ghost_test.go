@@ -17,7 +17,12 @@ import (
 // 3, so the 4-chunk growth d at chunks 4-7 moved the handles of chunks 0-2
 // to chunks 4-6 (leaving ghosts at 0-2) and created chunk 7.
 func ghostFixture(t *testing.T) (f *expandableFixture, base, b, d gpumem.Ptr) {
-	f = newExpandableFixture(t)
+	return ghostFixtureOn(t, false)
+}
+
+// ghostFixtureOn is ghostFixture on a simulator in manual mode if manual.
+func ghostFixtureOn(t *testing.T, manual bool) (f *expandableFixture, base, b, d gpumem.Ptr) {
+	f = newExpandableFixtureOn(t, manual)
 	a := f.alloc(3 * chunk20)
 	b = f.alloc(chunk20)
 	f.free(a)
@@ -83,8 +88,8 @@ func TestExpandableGhostsRevive(t *testing.T) {
 	if got, want := diff(before, f.c.counts()), [4]int{0, 1, 1, 1}; got != want {
 		t.Errorf("creates, maps, unmaps, grants: %v, want %v", got, want)
 	}
-	if n := f.a.Stats(0).NumSyncAllStreams; n != 1 {
-		t.Errorf("%d synchronizations, want 1 (for the unmap of a ghost)", n)
+	if n := f.a.Stats(0).NumSyncAllStreams; n != 0 {
+		t.Errorf("%d synchronizations of the device, want 0 (the unmap of a ghost waits for its stream's event)", n)
 	}
 	if r := f.reserved(); r != 5*chunk20 {
 		t.Errorf("reserved %d, want 5 chunks", r)
@@ -96,6 +101,38 @@ func TestExpandableGhostsRevive(t *testing.T) {
 		}
 	}
 	// The revived memory is mapped and accessible: the fixture wrote g.
+	f.free(g)
+	f.free(e2)
+	f.free(b)
+}
+
+// The unmap of a ghost waits for the work queued on the segment's stream
+// before the ghost was made (which may still write there), not for the
+// whole device: on the simulator in manual mode, where a stream's work runs
+// only when something waits for it, another stream's work is still queued
+// after the unmap, and the write queued before the move ran first (else the
+// simulator reports a write to unmapped memory when the test ends).
+func TestExpandableGhostUnmapWaitsForItsStream(t *testing.T) {
+	f, base, b, d := ghostFixtureOn(t, true)
+	// Still queued: the fixture's write of its first block (chunks 0-2,
+	// now ghosts) on the segment's stream, and this one on another.
+	if err := f.g.MemsetAsync(b, 1, chunk20, f.other); err != nil {
+		t.Fatal(err)
+	}
+	f.free(d)
+	e1 := f.alloc(chunk20)
+	e2 := f.alloc(chunk20)
+	f.free(e1)
+	g := f.alloc(3 * chunk20) // revives ghosts 0-1, unmaps ghost 2
+	if g != base {
+		t.Fatalf("3 chunks went to %#x, want %#x", uintptr(g), uintptr(base))
+	}
+	if done, err := f.g.StreamQuery(f.other); err != nil || done {
+		t.Errorf("another stream's work ran (%v, %v): the unmap of a ghost waited for the whole device", done, err)
+	}
+	if n := f.a.Stats(0).NumSyncAllStreams; n != 0 {
+		t.Errorf("%d synchronizations of the device, want 0", n)
+	}
 	f.free(g)
 	f.free(e2)
 	f.free(b)

@@ -336,6 +336,7 @@ func (d *device) closeLocked() error {
 			if err := d.unmapAllGhostsLocked(seg); err != nil {
 				errs = append(errs, err)
 			}
+			d.dropGhostEventLocked(seg) // destroyed with the cache below
 			for i, m := range e.mapped {
 				if !m || (e.sleeping != nil && e.sleeping[i]) {
 					continue // never mapped, or released by Sleep
