@@ -227,3 +227,26 @@ func TestMapsHandleTwice(t *testing.T) {
 		t.Errorf("MapsHandleTwice = %v, %q; want true", ok, why)
 	}
 }
+
+// TestCopyToDeviceWaitsForTheCopy: a synchronous copy from Go memory may
+// return before its transfer has landed, on the legacy default stream, so
+// CopyToDevice synchronizes that stream after it (a kernel on a
+// non-blocking stream launched next must read the new contents), and
+// CopyFromDevice, whose copy has landed when it returns, does not.
+func TestCopyToDeviceWaitsForTheCopy(t *testing.T) {
+	b := openFake(t)
+	fakeSteps.Store(0)
+	if err := b.CopyToDevice(0x20000, make([]byte, 64)); err != nil {
+		t.Fatal(err)
+	}
+	if got := fakeSteps.Load(); got != 10 {
+		t.Errorf("CopyToDevice: steps %d, want 10 (a copy, then the default stream synchronized)", got)
+	}
+	fakeSteps.Store(0)
+	if err := b.CopyFromDevice(make([]byte, 64), 0x20000); err != nil {
+		t.Fatal(err)
+	}
+	if got := fakeSteps.Load(); got != 1 {
+		t.Errorf("CopyFromDevice: steps %d, want 1 (the copy alone)", got)
+	}
+}

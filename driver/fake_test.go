@@ -94,6 +94,16 @@ func fakeFunctions() map[string]uintptr {
 			"cuMemFree_v2":          cb(func(p uintptr) uintptr { return 1 }),
 			"cuMemAdvise_v2":        cb(func(p, n, adv, loc uintptr) uintptr { fakeLoc.Store(uint64(loc)); return 0 }),
 			"cuCtxEnablePeerAccess": cb(func(ctx, flags uintptr) uintptr { return 704 }),
+			"cuMemcpy": cb(func(dst, src, n uintptr) uintptr {
+				fakeSteps.Add(1) // a copy: the low digit
+				return 0
+			}),
+			"cuStreamSynchronize": cb(func(s uintptr) uintptr {
+				if s == 0 {
+					fakeSteps.Store(fakeSteps.Load() * 10) // the default stream's: shifts
+				}
+				return 0
+			}),
 		}
 		for _, r := range symtab.Driver.Rows {
 			if s := r.Symbol[symtab.CUDA]; s != "" && r.Required[symtab.CUDA] {
@@ -108,6 +118,10 @@ func fakeFunctions() map[string]uintptr {
 }
 
 var fakeLoc atomic.Uint64
+
+// fakeSteps records copies (cuMemcpy adds one) and synchronizations of the
+// default stream (cuStreamSynchronize(0) multiplies by ten), in order.
+var fakeSteps atomic.Int64
 
 // fakeLoader returns a loader of the fake library without the named symbols.
 func fakeLoader(without ...string) native.Loader {

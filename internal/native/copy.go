@@ -81,12 +81,21 @@ func (b *Backend) MemsetAsync(p gpumem.Ptr, value byte, size uint64, s gpumem.St
 	return b.call(s.Device, symtab.MemsetAsync, uintptr(p), uintptr(value), uintptr(size), s.Handle, 0, 0)
 }
 
-// CopyToDevice copies src to dst and returns when done.
+// CopyToDevice copies src to dst and returns when done. A synchronous copy
+// from pageable memory to the device returns once the source is staged,
+// possibly before its last transfer has landed (CUDA's "API
+// synchronization behavior"), and it runs on the legacy default stream,
+// which a non-blocking stream does not wait for: a kernel launched on such
+// a stream right after could read the old contents. So the default stream
+// is synchronized after the copy, on the device that owns dst.
 func (b *Backend) CopyToDevice(dst gpumem.Ptr, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return b.copyGo(uintptr(dst), uintptr(unsafe.Pointer(&src[0])), uint64(len(src)))
+	if err := b.copyGo(uintptr(dst), uintptr(unsafe.Pointer(&src[0])), uint64(len(src))); err != nil {
+		return err
+	}
+	return b.call(b.pointerDevice(uintptr(dst)), symtab.StreamSynchronize, 0, 0, 0, 0, 0, 0)
 }
 
 // CopyFromDevice copies src into dst and returns when done.
