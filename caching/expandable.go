@@ -188,16 +188,19 @@ func (d *device) mapRangeLocked(b *block) error {
 	// it are unmapped here, and only those need to be waited for.
 	before := e.made
 	var free []bool // the segment's free mapped chunks, once needed
+	freeTable := func() []bool {
+		if free == nil {
+			free = d.freeChunks(seg)
+		}
+		return free
+	}
 	var need uint64
 	for i := first; i <= last; i++ {
 		if e.mapped[i] {
 			continue
 		}
 		if ghosts && e.ghost[i] {
-			if free == nil {
-				free = d.freeChunks(seg)
-			}
-			if d.reviveLocked(seg, i, free) {
+			if d.reviveLocked(seg, i, freeTable()) {
 				continue
 			}
 		}
@@ -225,26 +228,27 @@ func (d *device) mapRangeLocked(b *block) error {
 	// no synchronization. What growth past the high-water mark needs
 	// beyond them is released or unmapped elsewhere, and kept for here.
 	var fresh []uint64 // chunks mapped here, granted access at the end
-	synced := false
+	waited := false
 	// place readies unmapped chunk i for a handle: a ghost of another
 	// handle is unmapped, after the work that may still use it.
 	place := func(i uint64) error {
 		if !e.isGhost(i) {
 			return nil
 		}
-		if !synced {
+		if !waited {
 			d.awaitGhostsLocked(seg, before)
-			synced = true
+			waited = true
 		}
 		return d.unmapGhostLocked(seg, i)
 	}
 	defer d.fenceGhostsLocked(seg)
+	// fail grants what was mapped before err (the block goes back to the
+	// cache with it) and returns err.
+	fail := func(err error) error { return errors.Join(err, d.grantRunsLocked(seg, fresh)) }
 	if peak := d.highWater; d.a.opts.ReleaseBeforeGrow && reserved+need > peak {
 		over := reserved + need - peak
 		if ghosts {
-			if free == nil {
-				free = d.freeChunks(seg)
-			}
+			free := freeTable()
 			var donors []uint64
 			for j := uint64(0); j < uint64(len(free)) && uint64(len(donors))*e.chunk < over; j++ {
 				if free[j] {
@@ -253,47 +257,54 @@ func (d *device) mapRangeLocked(b *block) error {
 			}
 			over -= min(over, uint64(len(donors))*e.chunk)
 			var err error
-			if fresh, err = d.moveDonorsLocked(seg, first, last, donors, place, &synced); err != nil {
-				return errors.Join(err, d.grantRunsLocked(seg, fresh))
+			if fresh, err = d.moveDonorsLocked(seg, first, last, donors, place); err != nil {
+				return fail(err)
 			}
 		}
 		if over > 0 {
 			d.releaseForGrowthLocked(over)
 		}
 	}
-	st := seg.pool.statType()
 	for i := first; i <= last; i++ {
 		if e.mapped[i] {
 			continue
 		}
-		addr := seg.addr.Add(i * e.chunk)
 		if err := place(i); err != nil {
-			return errors.Join(err, d.grantRunsLocked(seg, fresh))
+			return fail(err)
 		}
-		var h gpumem.MemHandle
-		if n := len(d.kept); n > 0 {
-			h, d.kept = d.kept[n-1], d.kept[:n-1]
-		} else {
-			var err error
-			h, err = d.a.b.MemCreate(d.id, e.chunk)
-			if err != nil {
-				return errors.Join(fmt.Errorf("caching: creating %s of physical memory on device %d: %w", gpumem.FormatBytes(e.chunk), d.id, err),
-					d.grantRunsLocked(seg, fresh))
-			}
+		if err := d.mapHandleLocked(seg, i); err != nil {
+			return fail(err)
 		}
-		if err := d.a.b.MemMap(addr, e.chunk, 0, h); err != nil {
-			_ = d.a.b.MemRelease(h)
-			return errors.Join(fmt.Errorf("caching: mapping %#x: %w", uintptr(addr), err), d.grantRunsLocked(seg, fresh))
-		}
-		e.handles[i], e.mapped[i] = h, true
-		e.nmapped++
-		e.top = max(e.top, i+1)
-		d.addReservedLocked(st, int64(e.chunk))
-		d.stats.NumDeviceAlloc++
-		d.recordLocked(gpumem.ActionSegmentMap, seg.stream.Handle, addr, e.chunk)
 		fresh = append(fresh, i)
 	}
 	return d.grantRunsLocked(seg, fresh)
+}
+
+// mapHandleLocked maps at unmapped chunk i of seg a handle kept for the
+// mapping underway, or a new one, and counts it. d.mu must be held.
+func (d *device) mapHandleLocked(seg *segment, i uint64) error {
+	e := seg.exp
+	addr := seg.addr.Add(i * e.chunk)
+	var h gpumem.MemHandle
+	if n := len(d.kept); n > 0 {
+		h, d.kept = d.kept[n-1], d.kept[:n-1]
+	} else {
+		var err error
+		if h, err = d.a.b.MemCreate(d.id, e.chunk); err != nil {
+			return fmt.Errorf("caching: creating %s of physical memory on device %d: %w", gpumem.FormatBytes(e.chunk), d.id, err)
+		}
+	}
+	if err := d.a.b.MemMap(addr, e.chunk, 0, h); err != nil {
+		_ = d.a.b.MemRelease(h)
+		return fmt.Errorf("caching: mapping %#x: %w", uintptr(addr), err)
+	}
+	e.handles[i], e.mapped[i] = h, true
+	e.nmapped++
+	e.top = max(e.top, i+1)
+	d.addReservedLocked(seg.pool.statType(), int64(e.chunk))
+	d.stats.NumDeviceAlloc++
+	d.recordLocked(gpumem.ActionSegmentMap, seg.stream.Handle, addr, e.chunk)
+	return nil
 }
 
 // moveDonorsLocked moves the free chunks donors of seg to the unmapped
@@ -303,7 +314,7 @@ func (d *device) mapRangeLocked(b *block) error {
 // and the donors left are unmapped, their handles kept for the mapping
 // underway; another error is returned. place readies a chunk.
 // d.mu must be held.
-func (d *device) moveDonorsLocked(seg *segment, first, last uint64, donors []uint64, place func(uint64) error, synced *bool) ([]uint64, error) {
+func (d *device) moveDonorsLocked(seg *segment, first, last uint64, donors []uint64, place func(uint64) error) ([]uint64, error) {
 	e := seg.exp
 	var moved []uint64
 	for i := first; i <= last && len(donors) > 0; i++ {
@@ -325,18 +336,11 @@ func (d *device) moveDonorsLocked(seg *segment, first, last uint64, donors []uin
 		// A refusal of the second mapping itself.
 		d.noGhosts = true
 		d.a.logf("caching: mapping memory at a second address failed (%v); moves unmap from now on", err)
-		if !*synced {
-			d.syncAllLocked()
-			*synced = true
-		}
-		for k := 0; k < len(donors); {
-			n := 1
-			for k+n < len(donors) && donors[k+n] == donors[k]+uint64(n) {
-				n++
-			}
-			d.unmapRunLocked(seg, donors[k], donors[k]+uint64(n))
-			k += n
-		}
+		d.syncAllLocked() // the donors' last users may still be queued
+		eachRun(donors, func(_ int, first, n uint64) bool {
+			d.unmapRunLocked(seg, first, first+n)
+			return true
+		})
 		break
 	}
 	return moved, nil
@@ -348,24 +352,38 @@ func (d *device) moveDonorsLocked(seg *segment, first, last uint64, donors []uin
 // d.mu must be held.
 func (d *device) grantRunsLocked(seg *segment, chunks []uint64) error {
 	e := seg.exp
-	for k := 0; k < len(chunks); {
-		n := 1
-		for k+n < len(chunks) && chunks[k+n] == chunks[k]+uint64(n) {
-			n++
-		}
-		addr := seg.addr.Add(chunks[k] * e.chunk)
-		if err := d.a.b.MemSetAccess(addr, uint64(n)*e.chunk, d.id, gpumem.AccessReadWrite); err != nil {
+	var err error
+	eachRun(chunks, func(k int, first, n uint64) bool {
+		addr := seg.addr.Add(first * e.chunk)
+		if gerr := d.a.b.MemSetAccess(addr, n*e.chunk, d.id, gpumem.AccessReadWrite); gerr != nil {
 			if e.nghost > 0 {
 				d.syncAllLocked() // the unmaps below may take ghosts of moved chunks
 			}
 			for _, j := range chunks[k:] {
 				d.unmapChunkLocked(seg, j, false)
 			}
-			return fmt.Errorf("caching: granting access to %#x: %w", uintptr(addr), err)
+			err = fmt.Errorf("caching: granting access to %#x: %w", uintptr(addr), gerr)
+			return false
+		}
+		return true
+	})
+	return err
+}
+
+// eachRun calls fn for each run of consecutive chunks of the ascending
+// list chunks, with the run's index in the list, its first chunk and its
+// length, until fn returns false.
+func eachRun(chunks []uint64, fn func(k int, first, n uint64) bool) {
+	for k := 0; k < len(chunks); {
+		n := 1
+		for k+n < len(chunks) && chunks[k+n] == chunks[k]+uint64(n) {
+			n++
+		}
+		if !fn(k, chunks[k], uint64(n)) {
+			return
 		}
 		k += n
 	}
-	return nil
 }
 
 // unmapChunkLocked unmaps chunk i of seg and releases its physical memory, or,

@@ -1,6 +1,7 @@
 package caching
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 
@@ -61,6 +62,7 @@ type expandableFixture struct {
 	g     *sim.GPU
 	other gpumem.Stream // a second stream of the device
 	third gpumem.Stream // a third
+	logs  []string      // the allocator's diagnostics (Options.Logf)
 }
 
 func newExpandableFixture(t *testing.T) *expandableFixture {
@@ -70,12 +72,37 @@ func newExpandableFixture(t *testing.T) *expandableFixture {
 // newExpandableFixtureOn is newExpandableFixture on a simulator whose streams
 // run only when something waits for them, if manual.
 func newExpandableFixtureOn(t *testing.T, manual bool) *expandableFixture {
-	g, ss := newSim(t, 4<<30, manual)
-	c := &vmmCounter{Backend: g}
-	a, err := New(c, Options{ExpandableSegments: true, ReleaseBeforeGrow: true})
+	return newExpandableFixtureWith(t, fixtureShape{manual: manual})
+}
+
+// fixtureShape varies an expandable fixture: the simulator in manual mode, a
+// backend between the simulator and the counter (below), and one over the
+// counter, which the allocator sees (above).
+type fixtureShape struct {
+	manual       bool
+	below, above func(gpumem.Backend) gpumem.Backend
+}
+
+// newExpandableFixtureWith is newExpandableFixture shaped by sh; the
+// allocator's diagnostics go to the fixture's logs.
+func newExpandableFixtureWith(t *testing.T, sh fixtureShape) *expandableFixture {
+	g, ss := newSim(t, 4<<30, sh.manual)
+	var under gpumem.Backend = g
+	if sh.below != nil {
+		under = sh.below(g)
+	}
+	c := &vmmCounter{Backend: under}
+	var seen gpumem.Backend = c
+	if sh.above != nil {
+		seen = sh.above(c)
+	}
+	f := &expandableFixture{t: t, c: c, s: ss[0], g: g, other: ss[1], third: ss[2]}
+	a, err := New(seen, Options{ExpandableSegments: true, ReleaseBeforeGrow: true,
+		Logf: func(format string, args ...any) { f.logs = append(f.logs, fmt.Sprintf(format, args...)) }})
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.a = a
 	t.Cleanup(func() {
 		checkInvariants(t, a)
 		if err := a.Close(); err != nil {
@@ -83,7 +110,7 @@ func newExpandableFixtureOn(t *testing.T, manual bool) *expandableFixture {
 		}
 		closeSim(t, g, ss)
 	})
-	return &expandableFixture{t: t, a: a, c: c, s: ss[0], g: g, other: ss[1], third: ss[2]}
+	return f
 }
 
 func (f *expandableFixture) alloc(size uint64) gpumem.Ptr {

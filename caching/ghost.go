@@ -33,8 +33,8 @@ func (e *expandable) lower() {
 
 // ghostsAllowed reports whether moves within seg may leave ghosts: not once
 // the backend refused to map a handle twice, and not in a private pool's
-// segment (a graph capture may be mapping it, and an unmap of a ghost needs
-// the device synchronized).
+// segment (a graph capture may be mapping it, and an unmap of a ghost may
+// have to wait for queued work).
 func (d *device) ghostsAllowed(seg *segment) bool {
 	return !d.noGhosts && seg.pool.private == nil
 }
@@ -43,13 +43,7 @@ func (d *device) ghostsAllowed(seg *segment) bool {
 // and are mapped (below top): those a mapping may take. d.mu must be held.
 func (d *device) freeChunks(seg *segment) []bool {
 	e := seg.exp
-	free := d.scratch
-	if uint64(cap(free)) < e.top {
-		free = make([]bool, e.top)
-	} else {
-		free = free[:e.top]
-		clear(free)
-	}
+	free := scratch(&d.scratch, e.top)
 	for b := seg.head; b != nil; b = b.next {
 		if !b.inTree {
 			continue
@@ -59,8 +53,43 @@ func (d *device) freeChunks(seg *segment) []bool {
 			free[i] = e.mapped[i]
 		}
 	}
-	d.scratch = free
 	return free
+}
+
+// scratch returns *buf resized to n zero values, reusing its array when it
+// is large enough.
+func scratch[T any](buf *[]T, n uint64) []T {
+	if uint64(cap(*buf)) < n {
+		*buf = make([]T, n)
+	} else {
+		*buf = (*buf)[:n]
+		clear(*buf)
+	}
+	return *buf
+}
+
+// revivable returns the ghosts of the handle of ghost chunk i when chunk i
+// can become its active chunk again: the handle's active chunk is free
+// (marked in free). nil otherwise, or for a ghost whose unmap failed when
+// its handle left.
+func (e *expandable) revivable(i uint64, free []bool) *ghostSet {
+	gs := e.moved[e.handles[i]]
+	if gs == nil || gs.active >= uint64(len(free)) || !free[gs.active] || !slices.Contains(gs.slots, i) {
+		return nil
+	}
+	return gs
+}
+
+// activateLocked makes chunk i of seg, mapped to the handle of active chunk
+// j, the active one, and j a ghost: for the allocator, j is unmapped and i
+// mapped, and the history says so. d.mu must be held.
+func (d *device) activateLocked(seg *segment, j, i uint64) {
+	e := seg.exp
+	e.mapped[j], e.ghost[j] = false, true
+	e.mapped[i], e.ghost[i] = true, false
+	e.made++
+	d.recordLocked(gpumem.ActionSegmentUnmap, seg.stream.Handle, seg.addr.Add(j*e.chunk), e.chunk)
+	d.recordLocked(gpumem.ActionSegmentMap, seg.stream.Handle, seg.addr.Add(i*e.chunk), e.chunk)
 }
 
 // reviveLocked makes ghost chunk i of seg the active chunk of its handle
@@ -70,23 +99,14 @@ func (d *device) freeChunks(seg *segment) []bool {
 // that used the old chunk ahead of whatever uses the new one: nothing is
 // unmapped, so nothing needs the device synchronized. d.mu must be held.
 func (d *device) reviveLocked(seg *segment, i uint64, free []bool) bool {
-	e := seg.exp
-	gs := e.moved[e.handles[i]]
-	if gs == nil || gs.active >= uint64(len(free)) || !free[gs.active] {
+	gs := seg.exp.revivable(i, free)
+	if gs == nil {
 		return false
-	}
-	k := slices.Index(gs.slots, i)
-	if k < 0 {
-		return false // a ghost whose unmap failed when its handle left
 	}
 	j := gs.active
 	free[j] = false
-	gs.slots[k], gs.active = j, i
-	e.mapped[j], e.ghost[j] = false, true
-	e.mapped[i], e.ghost[i] = true, false
-	e.made++
-	d.recordLocked(gpumem.ActionSegmentUnmap, seg.stream.Handle, seg.addr.Add(j*e.chunk), e.chunk)
-	d.recordLocked(gpumem.ActionSegmentMap, seg.stream.Handle, seg.addr.Add(i*e.chunk), e.chunk)
+	gs.slots[slices.Index(gs.slots, i)], gs.active = j, i
+	d.activateLocked(seg, j, i)
 	return true
 }
 
@@ -111,14 +131,10 @@ func (d *device) moveLeavingGhostLocked(seg *segment, j, i uint64) error {
 	gs.active = i
 	gs.slots = append(gs.slots, j)
 	e.handles[i] = h
-	e.mapped[j], e.ghost[j] = false, true
-	e.mapped[i] = true
 	e.nghost++
-	e.made++
 	e.top = max(e.top, i+1)
 	d.stats.NumDeviceAlloc++
-	d.recordLocked(gpumem.ActionSegmentUnmap, seg.stream.Handle, seg.addr.Add(j*e.chunk), e.chunk)
-	d.recordLocked(gpumem.ActionSegmentMap, seg.stream.Handle, seg.addr.Add(i*e.chunk), e.chunk)
+	d.activateLocked(seg, j, i)
 	return nil
 }
 
@@ -253,19 +269,9 @@ func (d *device) cheapestWindowLocked(b *block, rounded uint64) (*block, uint64)
 	}
 	// need[i] counts the chunks below i that a mapping would have to map:
 	// neither mapped nor a ghost whose handle is free where it is active.
-	need := d.scratchN
-	if uint64(cap(need)) < e.top+1 {
-		need = make([]uint64, e.top+1)
-	}
-	need = need[:e.top+1]
-	need[0] = 0
-	d.scratchN = need
+	need := scratch(&d.scratchN, e.top+1)
 	for i := range e.top {
-		ok := e.mapped[i]
-		if !ok && e.ghost[i] {
-			gs := e.moved[e.handles[i]]
-			ok = gs != nil && free[gs.active]
-		}
+		ok := e.mapped[i] || (e.ghost[i] && e.revivable(i, free) != nil)
 		need[i+1] = need[i]
 		if !ok {
 			need[i+1]++

@@ -217,23 +217,10 @@ func (m *mapOnce) MemUnmap(p gpumem.Ptr, size uint64) error {
 // unmapping (one call for the run, after a synchronization) and says so,
 // and later moves unmap from the start.
 func TestExpandableMovesUnmapWhereHandlesMapOnce(t *testing.T) {
-	g, ss := newSim(t, 4<<30, false)
-	m := &mapOnce{Backend: g, at: map[gpumem.Ptr]gpumem.MemHandle{}, mapped: map[gpumem.MemHandle]bool{}}
-	c := &vmmCounter{Backend: m}
-	var logs []string
-	a, err := New(c, Options{ExpandableSegments: true, ReleaseBeforeGrow: true,
-		Logf: func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		checkInvariants(t, a)
-		if err := a.Close(); err != nil {
-			t.Error(err)
-		}
-		closeSim(t, g, ss)
-	}()
-	f := &expandableFixture{t: t, a: a, c: c, s: ss[0], g: g, other: ss[1], third: ss[2]}
+	f := newExpandableFixtureWith(t, fixtureShape{below: func(g gpumem.Backend) gpumem.Backend {
+		return &mapOnce{Backend: g, at: map[gpumem.Ptr]gpumem.MemHandle{}, mapped: map[gpumem.MemHandle]bool{}}
+	}})
+	a, c := f.a, f.c
 	for round := range 2 {
 		x := f.alloc(3 * chunk20)
 		y := f.alloc(chunk20)
@@ -258,8 +245,8 @@ func TestExpandableMovesUnmapWhereHandlesMapOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(logs) != 1 || !strings.Contains(logs[0], "moves unmap from now on") {
-		t.Errorf("logs %q, want one saying moves unmap from now on", logs)
+	if len(f.logs) != 1 || !strings.Contains(f.logs[0], "moves unmap from now on") {
+		t.Errorf("logs %q, want one saying moves unmap from now on", f.logs)
 	}
 }
 
@@ -272,22 +259,8 @@ func (singleMapper) MapsHandleTwice() (bool, string) { return false, "one mappin
 // A backend that says a handle is mapped once gets moves that unmap from
 // the start: no refused map, nothing logged.
 func TestExpandableMovesUnmapWhereTheBackendSaysSo(t *testing.T) {
-	g, ss := newSim(t, 4<<30, false)
-	c := &vmmCounter{Backend: g}
-	var logs []string
-	a, err := New(singleMapper{c}, Options{ExpandableSegments: true, ReleaseBeforeGrow: true,
-		Logf: func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		checkInvariants(t, a)
-		if err := a.Close(); err != nil {
-			t.Error(err)
-		}
-		closeSim(t, g, ss)
-	}()
-	f := &expandableFixture{t: t, a: a, c: c, s: ss[0], g: g, other: ss[1], third: ss[2]}
+	f := newExpandableFixtureWith(t, fixtureShape{above: func(c gpumem.Backend) gpumem.Backend { return singleMapper{c} }})
+	a, c := f.a, f.c
 	x := f.alloc(3 * chunk20)
 	y := f.alloc(chunk20)
 	f.free(x)
@@ -299,8 +272,8 @@ func TestExpandableMovesUnmapWhereTheBackendSaysSo(t *testing.T) {
 	if n := a.Stats(0).NumSyncAllStreams; n != 1 {
 		t.Errorf("%d synchronizations, want 1", n)
 	}
-	if len(logs) != 0 {
-		t.Errorf("logs %q, want none", logs)
+	if len(f.logs) != 0 {
+		t.Errorf("logs %q, want none", f.logs)
 	}
 	f.free(p)
 	f.free(y)
@@ -373,8 +346,8 @@ func TestExpandableGhostFaults(t *testing.T) {
 }
 
 // replayPasses replays tr passes times with one allocator on a fresh
-// simulator (frees what a pass leaves live at its end) and returns the
-// device calls (allocations and frees) and the peak reserved bytes.
+// simulator (replayPass) and returns the device calls (allocations and
+// frees) and the peak reserved bytes.
 func replayPasses(t *testing.T, opts Options, tr *trace.Trace, passes int) (calls int64, peak int64) {
 	t.Helper()
 	g, ss := newSim(t, 144<<30, false)
@@ -385,30 +358,7 @@ func replayPasses(t *testing.T, opts Options, tr *trace.Trace, passes int) (call
 	}
 	defer a.Close()
 	for range passes {
-		live := map[uint64]gpumem.Ptr{}
-		stream := map[uint64]gpumem.Stream{}
-		for _, ev := range tr.Events {
-			s := ss[ev.Stream&3]
-			if ev.Alloc {
-				p, err := a.Allocate(ev.Size, s)
-				if err != nil {
-					t.Fatal(err)
-				}
-				live[ev.ID], stream[ev.ID] = p, s
-				continue
-			}
-			if p, ok := live[ev.ID]; ok {
-				if err := a.Deallocate(p, stream[ev.ID]); err != nil {
-					t.Fatal(err)
-				}
-				delete(live, ev.ID)
-			}
-		}
-		for id, p := range live {
-			if err := a.Deallocate(p, stream[id]); err != nil {
-				t.Fatal(err)
-			}
-		}
+		replayPass(t, a, tr, ss)
 	}
 	checkInvariants(t, a)
 	st := a.Stats(0)

@@ -10,13 +10,9 @@
 #include "vmmbench.h"
 enum { N = 32, ROUNDS = 9 };
 static const size_t SZ = 20u << 20;
-static CUmemAccessDesc acc;
-static void mapgrant(CUdeviceptr va, CUmemGenericAllocationHandle* hs) {
-  for (int i = 0; i < N; i++) CK(cuMemMap(va + i * SZ, SZ, 0, hs[i], 0));
-  CK(cuMemSetAccess(va, N * SZ, &acc, 1));
-}
 int main() {
   CUmemAllocationProp prop;
+  CUmemAccessDesc acc;
   vmm_setup(&prop, &acc);
   const char* names[3] = {"unmap, map, grant", "map, grant (ghost)", "map, grant alone"};
   double t[3][ROUNDS];
@@ -24,16 +20,12 @@ int main() {
     for (int k = 0; k < 3; k++) {
       int mode = (k + round) % 3;
       CUdeviceptr r1, r2;
-      CK(cuMemAddressReserve(&r1, N * SZ, 0, 0, 0));
-      CK(cuMemAddressReserve(&r2, N * SZ, 0, 0, 0));
       CUmemGenericAllocationHandle hs[N];
-      for (int i = 0; i < N; i++) CK(cuMemCreate(&hs[i], SZ, &prop, 0));
-      mapgrant(r1, hs);
-      CK(cuMemsetD8(r1, 1, N * SZ)); CK(cuCtxSynchronize());
+      vmm_move_begin(&r1, &r2, hs, N, SZ, &prop, &acc);
       if (mode == 2) CK(cuMemUnmap(r1, N * SZ));
       double t0 = now();
       if (mode == 0) CK(cuMemUnmap(r1, N * SZ));
-      mapgrant(r2, hs);
+      vmm_mapgrant(r2, hs, N, SZ, &acc);
       t[mode][round] = (now() - t0) / N;
       CK(cuMemsetD8(r2, 2, N * SZ)); CK(cuCtxSynchronize());
       if (mode == 1) {
@@ -42,10 +34,7 @@ int main() {
         if (last != 2) { fprintf(stderr, "the ghost reads %d, want 2\n", last); return 1; }
         CK(cuMemUnmap(r1, N * SZ));
       }
-      CK(cuMemUnmap(r2, N * SZ));
-      for (int i = 0; i < N; i++) CK(cuMemRelease(hs[i]));
-      CK(cuMemAddressFree(r1, N * SZ));
-      CK(cuMemAddressFree(r2, N * SZ));
+      vmm_move_end(r1, r2, hs, N, SZ);
     }
   }
   for (int m = 0; m < 3; m++) {

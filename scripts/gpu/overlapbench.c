@@ -10,7 +10,6 @@
 #include <pthread.h>
 enum { N = 32, ROUNDS = 9 };
 static const size_t SZ = 20u << 20;
-static CUmemAccessDesc acc;
 static CUcontext ctx;
 struct job { CUdeviceptr va; size_t size; double t1; };
 static void* unmapper(void* p) {
@@ -20,12 +19,9 @@ static void* unmapper(void* p) {
   j->t1 = now();
   return NULL;
 }
-static void mapgrant(CUdeviceptr va, CUmemGenericAllocationHandle* hs) {
-  for (int i = 0; i < N; i++) CK(cuMemMap(va + i * SZ, SZ, 0, hs[i], 0));
-  CK(cuMemSetAccess(va, N * SZ, &acc, 1));
-}
 int main() {
   CUmemAllocationProp prop;
+  CUmemAccessDesc acc;
   ctx = vmm_setup(&prop, &acc);
   const char* names[3] = {"sequential", "overlapped", "foreground alone"};
   double fg[3][ROUNDS], all[3][ROUNDS];
@@ -33,40 +29,33 @@ int main() {
     for (int k = 0; k < 3; k++) {
       int mode = (k + round) % 3;
       CUdeviceptr r1, r2;
-      CK(cuMemAddressReserve(&r1, N * SZ, 0, 0, 0));
-      CK(cuMemAddressReserve(&r2, N * SZ, 0, 0, 0));
       CUmemGenericAllocationHandle hs[N];
-      for (int i = 0; i < N; i++) CK(cuMemCreate(&hs[i], SZ, &prop, 0));
-      mapgrant(r1, hs);
-      CK(cuMemsetD8(r1, 1, N * SZ)); CK(cuCtxSynchronize());
+      vmm_move_begin(&r1, &r2, hs, N, SZ, &prop, &acc);
       double t0, t1, t2;
       if (mode == 0) {
         t0 = now();
         CK(cuMemUnmap(r1, N * SZ));
-        mapgrant(r2, hs);
+        vmm_mapgrant(r2, hs, N, SZ, &acc);
         t1 = t2 = now();
       } else if (mode == 1) {
         struct job j = {r1, N * SZ, 0};
         pthread_t th;
         t0 = now();
         pthread_create(&th, NULL, unmapper, &j);
-        mapgrant(r2, hs);
+        vmm_mapgrant(r2, hs, N, SZ, &acc);
         t1 = now();
         pthread_join(th, NULL);
         t2 = j.t1 > t1 ? j.t1 : t1;
       } else {
         CK(cuMemUnmap(r1, N * SZ));
         t0 = now();
-        mapgrant(r2, hs);
+        vmm_mapgrant(r2, hs, N, SZ, &acc);
         t1 = t2 = now();
       }
       CK(cuMemsetD8(r2, 2, N * SZ)); CK(cuCtxSynchronize());
       fg[mode][round] = (t1 - t0) / N;
       all[mode][round] = (t2 - t0) / N;
-      CK(cuMemUnmap(r2, N * SZ));
-      for (int i = 0; i < N; i++) CK(cuMemRelease(hs[i]));
-      CK(cuMemAddressFree(r1, N * SZ));
-      CK(cuMemAddressFree(r2, N * SZ));
+      vmm_move_end(r1, r2, hs, N, SZ);
     }
   }
   for (int m = 0; m < 3; m++) {
