@@ -10,14 +10,15 @@ import (
 
 // Memcpy copies between unified addresses and returns when done.
 func (b *Backend) Memcpy(dst, src gpumem.Ptr, size uint64) error {
-	return b.memcpy(uintptr(dst), uintptr(src), size)
+	dev := b.pointerDevice(uintptr(dst))
+	if dev == 0 {
+		dev = b.pointerDevice(uintptr(src))
+	}
+	return b.memcpy(dev, uintptr(dst), uintptr(src), size)
 }
 
-func (b *Backend) memcpy(dst, src uintptr, size uint64) error {
-	dev := b.pointerDevice(dst)
-	if dev == 0 {
-		dev = b.pointerDevice(src)
-	}
+// memcpy copies in device dev's context (see pointerDevice).
+func (b *Backend) memcpy(dev int, dst, src uintptr, size uint64) error {
 	if b.d.MemcpyKind {
 		return b.call(dev, symtab.Memcpy, dst, src, uintptr(size), MemcpyDefault, 0, 0)
 	}
@@ -92,10 +93,11 @@ func (b *Backend) CopyToDevice(dst gpumem.Ptr, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	if err := b.copyGo(uintptr(dst), uintptr(unsafe.Pointer(&src[0])), uint64(len(src))); err != nil {
+	dev := b.pointerDevice(uintptr(dst)) // Go memory is no device's
+	if err := b.copyGo(dev, uintptr(dst), uintptr(unsafe.Pointer(&src[0])), uint64(len(src))); err != nil {
 		return err
 	}
-	return b.call(b.pointerDevice(uintptr(dst)), symtab.StreamSynchronize, 0, 0, 0, 0, 0, 0)
+	return b.call(dev, symtab.StreamSynchronize, 0, 0, 0, 0, 0, 0)
 }
 
 // CopyFromDevice copies src into dst and returns when done.
@@ -103,7 +105,7 @@ func (b *Backend) CopyFromDevice(dst []byte, src gpumem.Ptr) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	return b.copyGo(uintptr(unsafe.Pointer(&dst[0])), uintptr(src), uint64(len(dst)))
+	return b.copyGo(b.pointerDevice(uintptr(src)), uintptr(unsafe.Pointer(&dst[0])), uintptr(src), uint64(len(dst)))
 }
 
 // copyGo copies with Go memory on one side. uintptrescapes keeps the Go
@@ -111,6 +113,6 @@ func (b *Backend) CopyFromDevice(dst []byte, src gpumem.Ptr) error {
 //
 //go:uintptrescapes
 //go:noinline
-func (b *Backend) copyGo(dst, src uintptr, n uint64) error {
-	return b.memcpy(dst, src, n)
+func (b *Backend) copyGo(dev int, dst, src uintptr, n uint64) error {
+	return b.memcpy(dev, dst, src, n)
 }
