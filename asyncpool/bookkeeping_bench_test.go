@@ -18,18 +18,32 @@ type nullCalls struct {
 	lock *sync.Mutex // guards next when several goroutines allocate
 }
 
-func (n *nullCalls) MallocFromPoolAsyncUncaptured(size uint64, _ gpumem.MemPool, _ gpumem.Stream) (gpumem.Ptr, gpumem.CaptureStatus, error) {
-	if n.lock != nil {
-		n.lock.Lock()
-		defer n.lock.Unlock()
-	}
-	n.next += 1 << 21
-	return n.next, gpumem.CaptureNone, nil
+func (n *nullCalls) MallocFromPoolAsyncUncaptured(size uint64, pool gpumem.MemPool, s gpumem.Stream) (gpumem.Ptr, gpumem.CaptureStatus, error) {
+	p, err := n.MallocFromPoolAsync(size, pool, s)
+	return p, gpumem.CaptureNone, err
 }
 
 func (n *nullCalls) FreeAsyncUncaptured(gpumem.Ptr, gpumem.Stream) (gpumem.CaptureStatus, error) {
 	return gpumem.CaptureNone, nil
 }
+
+// The plain calls, which the allocator makes while no capture is open
+// (CaptureCheckTracked), do nothing either.
+
+func (n *nullCalls) MallocFromPoolAsync(uint64, gpumem.MemPool, gpumem.Stream) (gpumem.Ptr, error) {
+	if n.lock != nil {
+		n.lock.Lock()
+		defer n.lock.Unlock()
+	}
+	n.next += 1 << 21
+	return n.next, nil
+}
+
+func (n *nullCalls) FreeAsync(gpumem.Ptr, gpumem.Stream) error { return nil }
+
+// CapturesOpen answers, as the vendor backends do, without a lock: no
+// capture is ever begun here.
+func (n *nullCalls) CapturesOpen() bool { return false }
 
 // nullRig is an allocator over nullCalls on a simulated H200.
 func nullRig(b *testing.B) (*sim.GPU, *nullCalls, *asyncpool.Allocator) {

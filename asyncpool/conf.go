@@ -7,7 +7,8 @@ import (
 )
 
 // OptionsFromConf builds Options from a parsed GPUMEM_ALLOC_CONF, starting
-// from DefaultOptions. It reads release_threshold_mb and throttle_ratio;
+// from DefaultOptions. It reads release_threshold_mb, throttle_ratio and
+// capture_check;
 // per_process_memory_fraction, a cap on the bytes handed out, is the shared
 // limit adaptor's (adaptor.NewLimitFraction), which the registered
 // constructor (gpumem.NewAllocator with backend:asyncpool) puts over the
@@ -32,6 +33,11 @@ func OptionsFromConf(c config.Conf) (Options, error) {
 	}
 	if c.ThrottleRatio != 0 {
 		o.ThrottleRatio = c.ThrottleRatio
+	}
+	for _, m := range []CaptureCheck{CaptureCheckTracked, CaptureCheckEveryCall, CaptureCheckHooks} {
+		if c.CaptureCheck == m.String() {
+			o.CaptureCheck = m
+		}
 	}
 	if err := o.normalize(); err != nil {
 		return o, err

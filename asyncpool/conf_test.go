@@ -23,6 +23,11 @@ func TestOptionsFromConf(t *testing.T) {
 			return o.ReleaseThreshold == 64<<20 && o.ThrottleRatio == 0.5
 		}, ""},
 		{"release_threshold_mb:0", func(o asyncpool.Options) bool { return o.ReleaseThreshold == 0 }, ""},
+		{"capture_check:every_call", func(o asyncpool.Options) bool { return o.CaptureCheck == asyncpool.CaptureCheckEveryCall }, ""},
+		{"capture_check:hooks", func(o asyncpool.Options) bool { return o.CaptureCheck == asyncpool.CaptureCheckHooks }, ""},
+		{"capture_check:tracked", func(o asyncpool.Options) bool { return o.CaptureCheck == asyncpool.CaptureCheckTracked }, ""},
+		{"", func(o asyncpool.Options) bool { return o.CaptureCheck == asyncpool.CaptureCheckTracked }, ""},
+		{"backend:caching,capture_check:hooks", nil, "backend"},
 		{"backend:caching", nil, "backend"},
 		{"backend:asyncpool,max_split_size_mb:64", nil, "max_split_size_mb"},
 		{"backend:asyncpool,expandable_segments:True", nil, "expandable_segments"},

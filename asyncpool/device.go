@@ -101,8 +101,9 @@ type device struct {
 	hookCaps  atomic.Int32 // captures open through BeginCapture
 
 	// guarded is the backend's capture check and call in one step, used
-	// when the capture is checked on every call; nil if it has none.
+	// unless captures are learnt from the hooks; nil if it has none.
 	guarded guard.Backend
+	tracked bool         // CaptureCheckTracked over guarded: ask only while guarded.CapturesOpen()
 	unheld  atomic.Int32 // graph states whose user object the graph does not hold yet
 
 	mu    sync.Mutex // guards everything below up to freeMu
@@ -136,8 +137,9 @@ func newDevice(a *Allocator, dev int) (*device, error) {
 	b := a.b
 	d := &device{a: a, b: b, id: dev, graphs: map[uint64]*graphState{}, joined: map[uintptr]uint64{}}
 	d.hist = history.New(a.opts.HistorySize)
-	if g, ok := b.(guard.Backend); ok && g.GuardedCalls() && a.opts.CaptureCheck == CaptureCheckEveryCall {
+	if g, ok := b.(guard.Backend); ok && g.GuardedCalls() && a.opts.CaptureCheck != CaptureCheckHooks {
 		d.guarded = g
+		d.tracked = a.opts.CaptureCheck == CaptureCheckTracked
 	}
 	_, total, err := b.MemInfo(dev)
 	if err != nil {
@@ -215,12 +217,19 @@ func (d *device) restore() error {
 	return errors.Join(errs...)
 }
 
+// untracked reports whether, with CaptureCheckTracked, the backend knows of
+// no open capture, so that no stream needs asking.
+func (d *device) untracked() bool { return d.tracked && !d.guarded.CapturesOpen() }
+
 // captureInfo reports whether s is being captured, as CaptureCheck says.
 func (d *device) captureInfo(s gpumem.Stream) (gpumem.CaptureInfo, error) {
 	if s.IsDefault() {
 		return gpumem.CaptureInfo{}, nil
 	}
 	if d.a.opts.CaptureCheck == CaptureCheckHooks && d.hookCaps.Load() == 0 {
+		return gpumem.CaptureInfo{}, nil
+	}
+	if d.untracked() {
 		return gpumem.CaptureInfo{}, nil
 	}
 	ci, err := d.b.StreamCaptureInfo(s)
@@ -369,7 +378,12 @@ func (d *device) allocUncaptured(size uint64, s gpumem.Stream) (p gpumem.Ptr, ok
 		return 0, false, errClosed
 	}
 	d.charge(size)
-	p, st, err := d.guarded.MallocFromPoolAsyncUncaptured(size, d.pool, s)
+	var st gpumem.CaptureStatus
+	if d.untracked() {
+		p, err = d.b.MallocFromPoolAsync(size, d.pool, s)
+	} else {
+		p, st, err = d.guarded.MallocFromPoolAsyncUncaptured(size, d.pool, s)
+	}
 	if err != nil || st != gpumem.CaptureNone {
 		d.allocated.Add(-int64(size))
 		if err != nil && !errors.Is(err, gpumem.ErrOutOfMemory) {

@@ -36,8 +36,10 @@
 //     use under a lock taken only then). Take its life lock for reading
 //     (Close takes it for writing). Reject a zero size or one larger than
 //     the device.
-//  2. Ask whether s is being captured (StreamCaptureInfo; with
-//     CaptureCheckHooks only while a BeginCapture is open).
+//  2. Ask whether s is being captured (StreamCaptureInfo): with the default
+//     CaptureCheckTracked only while the backend knows of an open capture
+//     (one begun through a gpumem backend), with CaptureCheckHooks only
+//     while a BeginCapture is open, with CaptureCheckEveryCall always.
 //  3. Outside capture, housekeeping that costs nothing when there is
 //     nothing to do (atomic checks): process graphs destroyed since the
 //     last call, free what they released, and query the events of the
@@ -59,9 +61,11 @@
 //     growth.
 //
 // The fast path: when the backend can check for capture and allocate in one
-// call (the CUDA and HIP backends can) and there is no housekeeping
-// to do and no throttle to apply (atomic checks), Allocate takes the
-// device's mutex alone, makes that one call, and inserts the record before
+// call (the CUDA and HIP backends and the simulator can) and there is no
+// housekeeping to do and no throttle to apply (atomic checks), Allocate
+// takes the device's mutex alone, makes one call (the plain allocation
+// while, with CaptureCheckTracked, the backend knows of no open capture;
+// the checked one otherwise), and inserts the record before
 // releasing the mutex: steps 1, 5, 6 and 7 under one lock, with no read
 // lock on life (Close sets closed under the mutex too, so it cannot
 // overtake the call). A captured stream, or an exhausted pool, sends the

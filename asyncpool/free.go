@@ -195,7 +195,12 @@ func (d *device) freeUncaptured(p gpumem.Ptr, s gpumem.Stream) (done bool, err e
 		d.recs.add(p, rec)
 		return false, nil
 	}
-	st, err := d.guarded.FreeAsyncUncaptured(p, s)
+	var st gpumem.CaptureStatus
+	if d.untracked() {
+		err = d.b.FreeAsync(p, s)
+	} else {
+		st, err = d.guarded.FreeAsyncUncaptured(p, s)
+	}
 	if err != nil || st != gpumem.CaptureNone {
 		// Nothing was freed: the address cannot have been handed out.
 		d.recs.add(p, rec)

@@ -12,11 +12,12 @@ import (
 	"github.com/gpumem/gpumem/trace"
 )
 
-// counting is the simulator with its capture query and its guarded calls
-// counted (the guarded calls ask the simulator's own query, not this one).
+// counting is the simulator with its capture query, its guarded calls and
+// its plain stream-ordered calls counted (the guarded calls ask the
+// simulator's own query, not this one).
 type counting struct {
 	*sim.GPU
-	queries, guarded atomic.Int64
+	queries, guarded, plainCalls atomic.Int64
 }
 
 func (c *counting) StreamCaptureInfo(s gpumem.Stream) (gpumem.CaptureInfo, error) {
@@ -34,47 +35,107 @@ func (c *counting) FreeAsyncUncaptured(p gpumem.Ptr, s gpumem.Stream) (gpumem.Ca
 	return c.GPU.FreeAsyncUncaptured(p, s)
 }
 
+func (c *counting) MallocFromPoolAsync(size uint64, mp gpumem.MemPool, s gpumem.Stream) (gpumem.Ptr, error) {
+	c.plainCalls.Add(1)
+	return c.GPU.MallocFromPoolAsync(size, mp, s)
+}
+
+func (c *counting) FreeAsync(p gpumem.Ptr, s gpumem.Stream) error {
+	c.plainCalls.Add(1)
+	return c.GPU.FreeAsync(p, s)
+}
+
+func (c *counting) reset() {
+	c.queries.Store(0)
+	c.guarded.Store(0)
+	c.plainCalls.Store(0)
+}
+
 // plain hides the guarded calls: only gpumem.Backend's methods are promoted.
 type plain struct{ gpumem.Backend }
 
-// On a backend with guarded calls, a plain allocation and free ask the
-// capture status inside the call itself: no separate query. Without them,
-// one query each. A capture begun on the backend directly, not through
-// BeginCapture, is still seen: the guarded call declines and the full path
-// makes a graph allocation.
-func TestGuardedCalls(t *testing.T) {
-	g := simtest.New(t, sim.Config{Devices: []sim.DeviceConfig{{Name: "sim0", Capacity: 8 * gib}}})
-	c := &counting{GPU: g}
-	r := rigOn(t, g, sim.Config{}, asyncpool.DefaultOptions(), 1)
-	r.a.Close()
-	for _, be := range []struct {
-		name          string
-		b             gpumem.Backend
-		query, guards int64 // per allocation+free pair
-	}{{"guarded", c, 0, 2}, {"plain", plain{c}, 2, 0}} {
-		a, err := asyncpool.New(be.b, asyncpool.DefaultOptions())
+// callCounts is what a number of allocation+free pairs cost in backend
+// calls: separate capture queries, guarded calls, plain calls.
+type callCounts struct{ queries, guarded, plain int64 }
+
+func (c *counting) counts() callCounts {
+	return callCounts{c.queries.Load(), c.guarded.Load(), c.plainCalls.Load()}
+}
+
+// pairs makes n allocation+free pairs on s.
+func pairs(t *testing.T, a *asyncpool.Allocator, s gpumem.Stream, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		p, err := a.Allocate(mib+uint64(i)*kib, s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := r.ss[0]
-		c.queries.Store(0)
-		c.guarded.Store(0)
-		const n = 50
-		for i := 0; i < n; i++ {
-			p, err := a.Allocate(mib+uint64(i)*kib, s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := a.Deallocate(p, s); err != nil {
-				t.Fatal(err)
-			}
+		if err := a.Deallocate(p, s); err != nil {
+			t.Fatal(err)
 		}
-		if q, gd := c.queries.Load(), c.guarded.Load(); q != n*be.query || gd != n*be.guards {
-			t.Errorf("%s: %d queries and %d guarded calls for %d pairs, want %d and %d", be.name, q, gd, n, n*be.query, n*be.guards)
+	}
+}
+
+// How each capture check asks, per allocation+free pair, with no capture
+// open and with one open on another stream:
+//   - every call, on a backend with guarded calls: the status is asked
+//     inside the call itself, no separate query;
+//   - tracked: no question at all while the backend knows of no open
+//     capture (plain calls), the guarded calls while it knows of one;
+//   - on a backend without guarded calls, one query per call either way.
+//
+// A capture begun on the backend directly, not through BeginCapture, is
+// seen in every mode: the guarded call declines (or the query says so)
+// and the full path makes a graph allocation.
+func TestGuardedCalls(t *testing.T) {
+	g := simtest.New(t, sim.Config{Devices: []sim.DeviceConfig{{Name: "sim0", Capacity: 8 * gib}}})
+	c := &counting{GPU: g}
+	r := rigOn(t, g, sim.Config{}, asyncpool.DefaultOptions(), 2)
+	r.a.Close()
+	const n = 50
+	for _, be := range []struct {
+		name         string
+		b            gpumem.Backend
+		check        asyncpool.CaptureCheck
+		quiet, other callCounts // per pair: no capture open; one open on another stream
+	}{
+		{"every_call", c, asyncpool.CaptureCheckEveryCall, callCounts{0, 2, 0}, callCounts{0, 2, 0}},
+		{"tracked", c, asyncpool.CaptureCheckTracked, callCounts{0, 0, 2}, callCounts{0, 2, 0}},
+		{"every_call,plain", plain{c}, asyncpool.CaptureCheckEveryCall, callCounts{2, 0, 2}, callCounts{2, 0, 2}},
+		{"tracked,plain", plain{c}, asyncpool.CaptureCheckTracked, callCounts{2, 0, 2}, callCounts{2, 0, 2}},
+	} {
+		opts := asyncpool.DefaultOptions()
+		opts.CaptureCheck = be.check
+		a, err := asyncpool.New(be.b, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, other := r.ss[0], r.ss[1]
+		times := func(k callCounts) callCounts { return callCounts{k.queries * n, k.guarded * n, k.plain * n} }
+		c.reset()
+		pairs(t, a, s, n)
+		if got, want := c.counts(), times(be.quiet); got != want {
+			t.Errorf("%s, no capture open: %+v calls for %d pairs, want %+v", be.name, got, n, want)
 		}
 		st := a.Stats(0)
 		if st.Allocation[gpumem.StatAll].Current != 0 || st.NumDeviceAlloc != n || st.NumDeviceFree != n {
 			t.Errorf("%s: stats %+v", be.name, st.Allocation[gpumem.StatAll])
+		}
+
+		if err := g.StreamBeginCapture(other, gpumem.CaptureModeRelaxed); err != nil {
+			t.Fatal(err)
+		}
+		c.reset()
+		pairs(t, a, s, n)
+		if got, want := c.counts(), times(be.other); got != want {
+			t.Errorf("%s, a capture open on another stream: %+v calls for %d pairs, want %+v", be.name, got, n, want)
+		}
+		og, err := g.StreamEndCapture(other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.GraphDestroy(og); err != nil {
+			t.Fatal(err)
 		}
 
 		// A capture begun behind the allocator's back.

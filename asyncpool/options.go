@@ -27,14 +27,28 @@ const DefaultHistorySize = 4096
 type CaptureCheck int
 
 const (
-	// CaptureCheckEveryCall asks the backend (StreamCaptureInfo) on every
-	// Allocate and Deallocate. Always correct, one extra backend call each.
+	// CaptureCheckEveryCall asks the vendor library on every Allocate and
+	// Deallocate (in the same transition as the call on the CUDA and HIP
+	// backends). It sees every capture, one begun outside gpumem included,
+	// at the cost of a capture query per call.
 	CaptureCheckEveryCall CaptureCheck = iota
 	// CaptureCheckHooks trusts BeginCapture and EndCapture: the backend is
 	// asked only while a capture begun through BeginCapture is open on the
 	// device. Captures begun elsewhere are not seen; use it only when every
 	// capture goes through the hooks.
 	CaptureCheckHooks
+	// CaptureCheckTracked trusts the backend's own record of the captures
+	// begun through it (StreamBeginCapture of the CUDA and HIP backends,
+	// any instance in the process, until its StreamEndCapture): while none
+	// is open, no query is made; while one is, every call asks, as
+	// CaptureCheckEveryCall. This is how PyTorch's and PaddlePaddle's
+	// asynchronous allocators learn of captures (from the framework that
+	// begins them, not from the driver). A capture begun outside gpumem,
+	// by another binding of the vendor library in the same process, is not
+	// seen: such a program chooses CaptureCheckEveryCall. A backend that
+	// keeps no such record (one without guarded calls) is asked on every
+	// call.
+	CaptureCheckTracked
 )
 
 // String names the mode.
@@ -44,6 +58,8 @@ func (c CaptureCheck) String() string {
 		return "every_call"
 	case CaptureCheckHooks:
 		return "hooks"
+	case CaptureCheckTracked:
+		return "tracked"
 	}
 	return fmt.Sprintf("capture_check(%d)", int(c))
 }
@@ -96,12 +112,12 @@ type Options struct {
 
 // DefaultOptions returns the recommended configuration: the device's default
 // pool, keep all memory, every reuse policy on, throttle at 80 %, no cap,
-// capture checked on every call, no history.
+// captures learnt from the backend (CaptureCheckTracked), no history.
 func DefaultOptions() Options {
 	return Options{
 		ReleaseThreshold: KeepAll,
 		ThrottleRatio:    DefaultThrottleRatio,
-		CaptureCheck:     CaptureCheckEveryCall,
+		CaptureCheck:     CaptureCheckTracked,
 	}
 }
 
@@ -116,7 +132,7 @@ func (o *Options) normalize() error {
 		return fmt.Errorf("asyncpool: history size %d is negative: %w", o.HistorySize, gpumem.ErrInvalidValue)
 	}
 	switch o.CaptureCheck {
-	case CaptureCheckEveryCall, CaptureCheckHooks:
+	case CaptureCheckEveryCall, CaptureCheckHooks, CaptureCheckTracked:
 	default:
 		return fmt.Errorf("asyncpool: unknown capture check %d: %w", int(o.CaptureCheck), gpumem.ErrInvalidValue)
 	}

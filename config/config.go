@@ -17,6 +17,7 @@
 //	per_process_memory_fraction   0 < f <= 1 (default: no cap)
 //	release_threshold_mb          integer >= 0, for asyncpool (default: the allocator's)
 //	throttle_ratio                0 < r <= 1, for asyncpool (default: 0.8)
+//	capture_check                 tracked | every_call | hooks, for asyncpool (default: tracked)
 //
 // roundup_power2_divisions follows PyTorch: a single N (a power of two) rounds
 // every size above 1 MiB up to one of N steps between consecutive powers of
@@ -77,6 +78,7 @@ type Conf struct {
 	PerProcessMemoryFraction   float64 // 0 = none
 	ReleaseThresholdMB         *uint64 // nil = the allocator's default
 	ThrottleRatio              float64 // 0 = default 0.8
+	CaptureCheck               string  // "" = the allocator's default; "tracked", "every_call" or "hooks"
 	Raw                        string  // the string parsed, as given
 }
 
@@ -294,7 +296,7 @@ func (c Conf) Equal(o Conf) bool {
 		c.GarbageCollectionThreshold != o.GarbageCollectionThreshold ||
 		c.ExpandableSegments != o.ExpandableSegments ||
 		c.PerProcessMemoryFraction != o.PerProcessMemoryFraction ||
-		c.ThrottleRatio != o.ThrottleRatio {
+		c.ThrottleRatio != o.ThrottleRatio || c.CaptureCheck != o.CaptureCheck {
 		return false
 	}
 	if (c.ReleaseThresholdMB == nil) != (o.ReleaseThresholdMB == nil) ||

@@ -36,6 +36,7 @@ func TestParseValid(t *testing.T) {
 		{"release_threshold_mb:1024", Conf{ReleaseThresholdMB: u64(1024)}},
 		{"throttle_ratio:0.8", Conf{ThrottleRatio: 0.8}},
 		{"throttle_ratio:1", Conf{ThrottleRatio: 1}},
+		{"capture_check:every_call", Conf{CaptureCheck: "every_call"}},
 		{"backend:asyncpool,release_threshold_mb:100,throttle_ratio:0.5",
 			Conf{Backend: "asyncpool", ReleaseThresholdMB: u64(100), ThrottleRatio: 0.5}},
 	}
@@ -91,6 +92,7 @@ func TestParseInvalid(t *testing.T) {
 		{"release_threshold_mb:-1", "release_threshold_mb", "-1"},
 		{"throttle_ratio:0", "throttle_ratio", "0"},
 		{"throttle_ratio:2", "throttle_ratio", "2"},
+		{"capture_check:sometimes", "capture_check", "sometimes"},
 		{"max_split_size_mb:[1:2]", "max_split_size_mb", "[1:2]"},
 		{"bogus_key:1", "bogus_key", "1"},
 		{"Backend:caching", "Backend", "caching"},

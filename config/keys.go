@@ -181,6 +181,17 @@ var keyTable = []Key{
 			return nil
 		},
 		get: func(c Conf) (string, bool) { return formatFloat(c.ThrottleRatio), c.ThrottleRatio != 0 }},
+	{Name: "capture_check", Allocators: []string{BackendAsyncPool},
+		Doc: "tracked | every_call | hooks, for asyncpool (default: tracked)",
+		set: func(c *Conf, v string) error {
+			switch v {
+			case "tracked", "every_call", "hooks":
+				c.CaptureCheck = v
+				return nil
+			}
+			return errors.New("must be tracked, every_call or hooks")
+		},
+		get: func(c Conf) (string, bool) { return c.CaptureCheck, c.CaptureCheck != "" }},
 }
 
 // KeyTable returns the table of keys, in canonical order.

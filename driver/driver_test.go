@@ -2,6 +2,7 @@ package driver
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -249,4 +250,57 @@ func TestCopyToDeviceWaitsForTheCopy(t *testing.T) {
 	if got := fakeSteps.Load(); got != 1 {
 		t.Errorf("CopyFromDevice: steps %d, want 1 (the copy alone)", got)
 	}
+}
+
+// The backend knows which captures begun through it are open, across
+// backends of the process: a begin counts once it succeeds, an end once the
+// stream has left capture (a failed end that leaves the stream capturing
+// keeps it counted, one that ends the capture does not), and a destroyed
+// stream's capture is gone.
+func TestCapturesOpen(t *testing.T) {
+	b, other := openFake(t), openFake(t)
+	stream := func(h uintptr) gpumem.Stream { return gpumem.Stream{Device: 1, Handle: h} }
+	open := func(want bool, when string) {
+		t.Helper()
+		if b.CapturesOpen() != want || other.CapturesOpen() != want {
+			t.Fatalf("%s: CapturesOpen %v (the other backend %v), want %v", when, b.CapturesOpen(), other.CapturesOpen(), want)
+		}
+	}
+	open(false, "before any capture")
+	if err := b.StreamBeginCapture(stream(fakeRefusedStream), gpumem.CaptureModeRelaxed); err == nil {
+		t.Fatal("a refused begin succeeded")
+	}
+	open(false, "after a refused begin")
+
+	s := stream(0x5001)
+	if err := b.StreamBeginCapture(s, gpumem.CaptureModeRelaxed); err != nil {
+		t.Fatal(err)
+	}
+	open(true, "during a capture")
+	if info, err := other.StreamCaptureInfo(s); err != nil || info.Status != gpumem.CaptureActive {
+		t.Fatalf("capture info %+v, %v", info, err)
+	}
+	if _, err := b.StreamEndCapture(s); err != nil {
+		t.Fatal(err)
+	}
+	open(false, "after the capture ended")
+
+	for _, c := range []struct {
+		h         uintptr
+		stillOpen bool
+	}{{fakeInvalidatedStream, false}, {fakeStickyStream, true}} {
+		s := stream(c.h)
+		if err := other.StreamBeginCapture(s, gpumem.CaptureModeRelaxed); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.StreamEndCapture(s); err == nil {
+			t.Fatalf("stream %#x: the end succeeded", c.h)
+		}
+		open(c.stillOpen, fmt.Sprintf("after a failed end of stream %#x", c.h))
+	}
+	if err := b.StreamDestroy(stream(fakeStickyStream)); err != nil {
+		t.Fatal(err)
+	}
+	fakeCapturing.Delete(uintptr(fakeStickyStream))
+	open(false, "after the stuck capture's stream was destroyed")
 }

@@ -98,6 +98,39 @@ func fakeFunctions() map[string]uintptr {
 				fakeSteps.Add(1) // a copy: the low digit
 				return 0
 			}),
+			"cuStreamBeginCapture_v2": cb(func(s, mode uintptr) uintptr {
+				if s == fakeRefusedStream {
+					return 1
+				}
+				fakeCapturing.Store(s, int32(1))
+				return 0
+			}),
+			"cuStreamEndCapture": cb(func(s, graph uintptr) uintptr {
+				switch s {
+				case fakeStickyStream: // fails and stays capturing
+					return 908
+				case fakeInvalidatedStream: // fails and leaves capture
+					fakeCapturing.Delete(s)
+					return 901
+				}
+				fakeCapturing.Delete(s)
+				put[uintptr](graph, 0x6000)
+				return 0
+			}),
+			"cuStreamIsCapturing": cb(func(s, status uintptr) uintptr {
+				st, _ := fakeCapturing.Load(s)
+				v, _ := st.(int32)
+				put(status, v)
+				return 0
+			}),
+			"cuStreamGetCaptureInfo_v2": cb(func(s, status, id, graph, deps, n uintptr) uintptr {
+				st, _ := fakeCapturing.Load(s)
+				v, _ := st.(int32)
+				put(status, v)
+				put[uint64](id, 7)
+				put[uintptr](graph, 0x6000)
+				return 0
+			}),
 			"cuStreamSynchronize": cb(func(s uintptr) uintptr {
 				if s == 0 {
 					fakeSteps.Store(fakeSteps.Load() * 10) // the default stream's: shifts
@@ -118,6 +151,18 @@ func fakeFunctions() map[string]uintptr {
 }
 
 var fakeLoc atomic.Uint64
+
+// fakeCapturing is the capture status (int32) of each capturing stream.
+var fakeCapturing sync.Map
+
+// Streams whose captures the fake treats specially: a begin it refuses, an
+// end that fails and leaves the stream capturing, an end that fails and
+// ends the capture.
+const (
+	fakeRefusedStream     = 0x5bad
+	fakeStickyStream      = 0x5111
+	fakeInvalidatedStream = 0x5222
+)
 
 // fakeSteps records copies (cuMemcpy adds one) and synchronizations of the
 // default stream (cuStreamSynchronize(0) multiplies by ten), in order.

@@ -704,6 +704,15 @@ func (g *GPU) GraphRetainUserObject(h gpumem.Graph, o gpumem.UserObject, count u
 // capture status and allocate or free in one backend call).
 func (g *GPU) GuardedCalls() bool { return true }
 
+// CapturesOpen reports whether a capture is open on any stream of the
+// simulator (the vendor backends answer for the captures begun through
+// them; the simulator sees every capture).
+func (g *GPU) CapturesOpen() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.captures) != 0
+}
+
 // MallocFromPoolAsyncUncaptured is MallocFromPoolAsync made only if s is not
 // being captured; a capturing stream gets its status back and nothing is
 // allocated. Faults injected into StreamCaptureInfo or MallocFromPoolAsync

@@ -8,9 +8,10 @@ import (
 )
 
 // BenchmarkGPUAsyncPoolPair is a 1 MiB allocation+free pair through the
-// asyncpool allocator on the real driver: the defaults (the capture status
-// asked inside each call), the status asked by a call of its own, with
-// history, and with the hooks' check; compare with BenchmarkGPUPoolAllocFree,
+// asyncpool allocator on the real driver: the defaults (no capture status
+// asked while no capture is open), the status asked inside each call, the
+// status asked by a call of its own, with history, and with the hooks'
+// check; compare with BenchmarkGPUPoolAllocFree,
 // the same pair through the backend alone.
 func BenchmarkGPUAsyncPoolPair(b *testing.B) {
 	be := openGPU(b, "cuda")
@@ -29,6 +30,7 @@ func BenchmarkGPUAsyncPoolPair(b *testing.B) {
 		history   int
 		unguarded bool
 	}{
+		{"tracked", asyncpool.CaptureCheckTracked, 0, false},
 		{"every_call", asyncpool.CaptureCheckEveryCall, 0, false},
 		{"every_call,unguarded", asyncpool.CaptureCheckEveryCall, 0, true},
 		{"every_call,history", asyncpool.CaptureCheckEveryCall, asyncpool.DefaultHistorySize, false},

@@ -252,7 +252,8 @@ func BenchmarkGPUCaptureQuery(b *testing.B) {
 
 // TestGPUGuardedCalls checks the one-transition capture check and call on the
 // driver: a plain stream gets its allocation and free; a capturing stream
-// gets CaptureActive back and no allocation (the capture stays valid).
+// gets CaptureActive back and no allocation (the capture stays valid). The
+// backend knows the capture is open from its begin to its end.
 func TestGPUGuardedCalls(t *testing.T) {
 	be := openGPU(t, "cuda")
 	defer be.Close()
@@ -276,8 +277,14 @@ func TestGPUGuardedCalls(t *testing.T) {
 	if st, err := vb.FreeAsyncUncaptured(p, s); err != nil || st != gpumem.CaptureNone {
 		t.Fatalf("plain stream free: %v, %v", st, err)
 	}
+	if vb.CapturesOpen() {
+		t.Fatal("a capture is open before any began")
+	}
 	if err := be.StreamBeginCapture(s, gpumem.CaptureModeRelaxed); err != nil {
 		t.Fatal(err)
+	}
+	if !vb.CapturesOpen() {
+		t.Error("the capture is not known to be open")
 	}
 	q, st, err := vb.MallocFromPoolAsyncUncaptured(1<<20, pool, s)
 	if err != nil || st != gpumem.CaptureActive || q != 0 {
@@ -289,6 +296,9 @@ func TestGPUGuardedCalls(t *testing.T) {
 	g, err := be.StreamEndCapture(s)
 	if err != nil {
 		t.Fatalf("the capture did not survive the guarded calls: %v", err)
+	}
+	if vb.CapturesOpen() {
+		t.Error("the capture is still known to be open after its end")
 	}
 	if err := be.GraphDestroy(g); err != nil {
 		t.Fatal(err)

@@ -26,4 +26,10 @@ type Backend interface {
 	// FreeAsyncUncaptured is FreeAsync made only if s is not being
 	// captured, as above.
 	FreeAsyncUncaptured(p gpumem.Ptr, s gpumem.Stream) (gpumem.CaptureStatus, error)
+	// CapturesOpen reports whether a capture begun through the backend
+	// (or, for the vendor backends, through any of them in the process)
+	// may still be open. While it reports false, no stream is being
+	// captured except by a capture begun outside gpumem, and an allocator
+	// that trusts it may make the plain calls without asking.
+	CapturesOpen() bool
 }

@@ -59,9 +59,13 @@ func (b *Backend) StreamBeginCapture(s gpumem.Stream, mode gpumem.CaptureMode) e
 	}
 	// A global or thread-local capture must end on this OS thread: the
 	// goroutine stays on it until it ends the capture.
-	return b.pins.Begin(s.Handle, mode, func() error {
+	err := b.pins.Begin(s.Handle, mode, func() error {
 		return b.call(s.Device, symtab.StreamBeginCapture, s.Handle, uintptr(mode), 0, 0, 0, 0)
 	})
+	if err == nil {
+		b.captureBegun(s)
+	}
+	return err
 }
 
 // StreamEndCapture ends the capture of s and returns the graph. A capture
@@ -78,6 +82,7 @@ func (b *Backend) StreamEndCapture(s gpumem.Stream) (gpumem.Graph, error) {
 	}
 	if !preFailed {
 		b.pins.End(s.Handle, int32(r))
+		b.captureEnded(s, r)
 	}
 	if int32(r) != 0 {
 		return gpumem.Graph{}, b.failed(symtab.StreamEndCapture, r, preFailed)
