@@ -7,12 +7,20 @@ import (
 	"github.com/gpumem/gpumem/asyncpool"
 )
 
-// BenchmarkGPUAsyncPoolPair is a 1 MiB allocation+free pair through the
-// asyncpool allocator on the real driver: the defaults (no capture status
-// asked while no capture is open), the status asked inside each call, the
-// status asked by a call of its own, with history, and with the hooks'
-// check; compare with BenchmarkGPUPoolAllocFree,
-// the same pair through the backend alone.
+// gpuPairRounds is how many times BenchmarkGPUAsyncPoolPair runs each of its
+// variants, in rotation.
+const gpuPairRounds = 5
+
+// BenchmarkGPUAsyncPoolPair is a 1 MiB allocation+free pair on the real
+// driver: through the backend alone (MallocFromPoolAsync and FreeAsync,
+// the floor), and through the asyncpool allocator with the defaults (no
+// capture status asked while no capture is open), with the status asked
+// inside each call, asked by a call of its own, with history, and with the
+// hooks' check. The variants run in rotation, gpuPairRounds times each, in
+// one process and one pool: from process to process the same pair costs up
+// to 1.5x more or less on the H200, so variants compared across processes,
+// or run one after the other, differ by more than what tells them apart.
+// Compare the medians of each variant's runs.
 func BenchmarkGPUAsyncPoolPair(b *testing.B) {
 	be := openGPU(b, "cuda")
 	defer be.Close()
@@ -21,43 +29,66 @@ func BenchmarkGPUAsyncPoolPair(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer be.StreamDestroy(s)
+	pool, err := be.DefaultMemPool(0)
+	if err != nil {
+		b.Fatal(err)
+	}
 	// unguarded hides the backend's guarded calls: the capture status is a
 	// backend call of its own.
 	type unguarded struct{ gpumem.Backend }
-	for _, c := range []struct {
+	type variant struct {
 		name      string
 		check     asyncpool.CaptureCheck
 		history   int
 		unguarded bool
-	}{
+	}
+	variants := []variant{
 		{"tracked", asyncpool.CaptureCheckTracked, 0, false},
 		{"every_call", asyncpool.CaptureCheckEveryCall, 0, false},
 		{"every_call,unguarded", asyncpool.CaptureCheckEveryCall, 0, true},
 		{"every_call,history", asyncpool.CaptureCheckEveryCall, asyncpool.DefaultHistorySize, false},
 		{"hooks", asyncpool.CaptureCheckHooks, 0, false},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			o := asyncpool.DefaultOptions()
-			o.CaptureCheck, o.HistorySize = c.check, c.history
-			var ab gpumem.Backend = be
-			if c.unguarded {
-				ab = unguarded{be}
-			}
-			a, err := asyncpool.New(ab, o)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer a.Close()
+	}
+	allocs := make([]*asyncpool.Allocator, len(variants))
+	for i, c := range variants {
+		o := asyncpool.DefaultOptions()
+		o.CaptureCheck, o.HistorySize = c.check, c.history
+		var ab gpumem.Backend = be
+		if c.unguarded {
+			ab = unguarded{be}
+		}
+		if allocs[i], err = asyncpool.New(ab, o); err != nil {
+			b.Fatal(err)
+		}
+		defer allocs[i].Close()
+	}
+	for range gpuPairRounds {
+		b.Run("backend", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				p, err := a.Allocate(1<<20, s)
+				p, err := be.MallocFromPoolAsync(1<<20, pool, s)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := a.Deallocate(p, s); err != nil {
+				if err := be.FreeAsync(p, s); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
+		for i, c := range variants {
+			a := allocs[i]
+			b.Run(c.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					p, err := a.Allocate(1<<20, s)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := a.Deallocate(p, s); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
