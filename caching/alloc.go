@@ -91,8 +91,7 @@ func (d *device) allocLocked(size, rounded uint64, s gpumem.Stream) (gpumem.Ptr,
 	}
 	if b := d.getFreeBlockLocked(p, rounded, s.Handle); b != nil {
 		if b.seg.exp != nil {
-			b = d.preferMappedLocked(b, rounded)
-			return d.allocInExpandableLocked(b, size, rounded, s)
+			return d.serveExpandableLocked(p, b, size, rounded, s)
 		}
 		return d.finishAllocLocked(b, size, rounded), nil, nil
 	}

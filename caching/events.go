@@ -146,23 +146,37 @@ func (d *device) crossStreamBlockLocked(p *pool, rounded uint64, s gpumem.Stream
 	if best == nil {
 		return nil, nil
 	}
-	owner := best.stream
+	if !d.orderAfterOwnerLocked(best.stream, s) {
+		return nil, nil // no reuse this time; fall back to a new segment
+	}
+	d.takeFromTreeLocked(bestTree, best)
+	d.lendLocked(best, s)
+	return best, nil
+}
+
+// orderAfterOwnerLocked makes s wait (stream-ordered, no host wait) for the
+// work queued so far on owner, whose free block s is about to use: an
+// event of owner's, recorded there and waited for on s. false if the event
+// could not be had or recorded, or s not made to wait: nothing is lent
+// then. d.mu must be held.
+func (d *device) orderAfterOwnerLocked(owner, s gpumem.Stream) bool {
 	ev, ok := d.streamEvents[owner.Handle]
 	if !ok {
 		var err error
 		ev, err = d.a.b.EventCreate(d.id, gpumem.EventDisableTiming)
 		if err != nil {
-			return nil, nil // no reuse this time; fall back to a new segment
+			return false
 		}
 		d.streamEvents[owner.Handle] = ev
 	}
-	if d.a.b.EventRecord(ev, owner) != nil || d.a.b.StreamWaitEvent(s, ev) != nil {
-		return nil, nil
-	}
-	d.takeFromTreeLocked(bestTree, best)
-	// The block stays owned by its stream: its use on s is recorded, so its
-	// free orders the owner after s before the memory returns to the pool.
-	best.uses = append(best.uses[:0], s)
+	return d.a.b.EventRecord(ev, owner) == nil && d.a.b.StreamWaitEvent(s, ev) == nil
+}
+
+// lendLocked marks free block b (out of its tree), of another stream's
+// pool, as used on s. The block stays owned by its stream: its use on s is
+// recorded, so its free orders the owner after s before the memory returns
+// to the owner's pool. d.mu must be held.
+func (d *device) lendLocked(b *block, s gpumem.Stream) {
+	b.uses = append(b.uses[:0], s)
 	d.stats.CrossStreamReuses++
-	return best, nil
 }

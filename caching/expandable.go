@@ -150,9 +150,24 @@ func (d *device) allocExpandableLocked(p *pool, size, rounded uint64, s gpumem.S
 	d.stats.Segment.Add(p.statType(), 1)
 	d.cacheLocked(b)
 	if b := d.getFreeBlockLocked(p, rounded, s.Handle); b != nil {
-		return d.allocInExpandableLocked(b, size, rounded, s)
+		return d.serveExpandableLocked(p, b, size, rounded, s)
 	}
 	return 0, d.oomErrorLocked(size, nil), nil
+}
+
+// serveExpandableLocked serves a request of rounded bytes on s from b, the
+// best-fitting free block (out of its tree) of s's expandable segment of
+// pool p: at the block of the segment that needs no chunk mapped, if one
+// holds it (preferMappedLocked), else from another stream's mapped memory
+// if the segment would have to take memory from other segments
+// (borrowMappedLocked), else mapping what the block lacks.
+// d.mu must be held.
+func (d *device) serveExpandableLocked(p *pool, b *block, size, rounded uint64, s gpumem.Stream) (gpumem.Ptr, *gpumem.OutOfMemoryError, error) {
+	b = d.preferMappedLocked(b, rounded)
+	if c := d.borrowMappedLocked(p, b, rounded, s); c != nil {
+		return d.finishAllocLocked(c, size, rounded), nil, nil
+	}
+	return d.allocInExpandableLocked(b, size, rounded, s)
 }
 
 // allocInExpandableLocked splits b, maps the chunks it covers, and hands it out.

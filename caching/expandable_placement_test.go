@@ -81,6 +81,7 @@ func newExpandableFixtureOn(t *testing.T, manual bool) *expandableFixture {
 type fixtureShape struct {
 	manual       bool
 	below, above func(gpumem.Backend) gpumem.Backend
+	crossStream  bool // Options.CrossStreamReuse
 }
 
 // newExpandableFixtureWith is newExpandableFixture shaped by sh; the
@@ -97,7 +98,7 @@ func newExpandableFixtureWith(t *testing.T, sh fixtureShape) *expandableFixture 
 		seen = sh.above(c)
 	}
 	f := &expandableFixture{t: t, c: c, s: ss[0], g: g, other: ss[1], third: ss[2]}
-	a, err := New(seen, Options{ExpandableSegments: true, ReleaseBeforeGrow: true,
+	a, err := New(seen, Options{ExpandableSegments: true, ReleaseBeforeGrow: true, CrossStreamReuse: sh.crossStream,
 		Logf: func(format string, args ...any) { f.logs = append(f.logs, fmt.Sprintf(format, args...)) }})
 	if err != nil {
 		t.Fatal(err)

@@ -74,6 +74,9 @@ func TestRandomInvariants(t *testing.T) {
 			if st := a.Stats(0); c.opts.GrowSegments && !c.opts.ExpandableSegments && st.SegmentGrowths == 0 {
 				t.Error("no segment grew")
 			}
+			if st := a.Stats(0); c.opts.ExpandableSegments && c.opts.CrossStreamReuse && st.CrossStreamReuses == 0 {
+				t.Error("no stream borrowed another's memory")
+			}
 			if len(a.History()) != 64 {
 				t.Errorf("history holds %d entries, want the ring's 64", len(a.History()))
 			}
