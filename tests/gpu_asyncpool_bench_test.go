@@ -9,7 +9,7 @@ import (
 
 // gpuPairRounds is how many times BenchmarkGPUAsyncPoolPair runs each of its
 // variants, in rotation.
-const gpuPairRounds = 5
+const gpuPairRounds = 11
 
 // BenchmarkGPUAsyncPoolPair is a 1 MiB allocation+free pair on the real
 // driver: through the backend alone (MallocFromPoolAsync and FreeAsync,
