@@ -53,7 +53,7 @@ func (d *device) borrowMappedLocked(p *pool, b *block, rounded uint64, s gpumem.
 	if best == nil || !d.orderAfterOwnerLocked(best.stream, s) {
 		return nil
 	}
-	d.cacheLocked(b)
+	d.mergeAndCacheLocked(b) // preferMappedLocked may have split it in front
 	d.takeFromTreeLocked(best.tree, best)
 	if bestOff > 0 {
 		d.splitFrontLocked(best, bestOff)
