@@ -31,7 +31,7 @@ func (d *device) borrowMappedLocked(p *pool, b *block, rounded uint64, s gpumem.
 	var best *block
 	var bestOff, bestRun uint64
 	for h, t := range p.trees {
-		if h == s.Handle {
+		if h == s.Handle || d.goneLocked(h) {
 			continue
 		}
 		t.ascendFrom(rounded, func(c *block) bool {
@@ -103,8 +103,14 @@ func (d *device) mapNeedLocked(b *block, rounded uint64) uint64 {
 	}
 	var n uint64
 	for i := first; i <= last; i++ {
-		if i < e.top && (e.mapped[i] || (free != nil && e.isGhost(i) && e.revivable(i, free) != nil)) {
+		if i < e.top && e.mapped[i] {
 			continue
+		}
+		if i < e.top && free != nil && e.isGhost(i) {
+			if gs := e.revivable(i, free); gs != nil {
+				free[gs.active] = false // as reviveLocked: one revival per handle
+				continue
+			}
 		}
 		n += e.chunk
 	}

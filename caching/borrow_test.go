@@ -96,3 +96,69 @@ func TestExpandableSmallPoolDoesNotBorrow(t *testing.T) {
 	}
 	f.freeOn(y, f.other)
 }
+
+// recordCounter counts the events recorded on each stream handle.
+type recordCounter struct {
+	gpumem.Backend
+	on map[uintptr]int
+}
+
+func (r *recordCounter) EventRecord(e gpumem.Event, s gpumem.Stream) error {
+	r.on[s.Handle]++
+	return r.Backend.EventRecord(e, s)
+}
+
+// A destroyed stream's cached blocks lend nothing: no event is recorded on
+// its handle (the driver may have given it to a new stream), and the
+// request maps memory of its own instead.
+func TestExpandableBorrowSkipsDestroyedStreams(t *testing.T) {
+	rc := &recordCounter{on: map[uintptr]int{}}
+	f := newExpandableFixtureWith(t, fixtureShape{crossStream: true,
+		above: func(b gpumem.Backend) gpumem.Backend { rc.Backend = b; return rc }})
+	dead, err := f.g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := f.allocOn(4*chunk20, dead)
+	f.freeOn(d, dead)
+	if err := f.g.StreamDestroy(dead); err != nil {
+		t.Fatal(err)
+	}
+	clear(rc.on)
+	y := f.allocOn(4*chunk20, f.other) // past the mark: only the dead stream's block would lend
+	if n := rc.on[dead.Handle]; n != 0 {
+		t.Errorf("%d events recorded on a destroyed stream", n)
+	}
+	if n := f.a.Stats(0).CrossStreamReuses; n != 0 || !f.inSegmentOf(y, f.other) {
+		t.Errorf("%d cross-stream reuses, block in its own segment: %v; want its own memory", n, f.inSegmentOf(y, f.other))
+	}
+	f.freeOn(y, f.other)
+	if err := f.a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The owner does not get a lent block back while the borrower's work on it
+// is queued: freed on the borrower's stream, the block waits for an event
+// there, so the owner's next request of the same size lands elsewhere.
+func TestExpandableLentBlockWaitsForTheBorrower(t *testing.T) {
+	f := newExpandableFixtureWith(t, fixtureShape{manual: true, crossStream: true})
+	x := f.alloc(4 * chunk20)
+	f.free(x)
+	y := f.allocOn(4*chunk20, f.other)
+	if y != x {
+		t.Fatalf("borrowed %#x, want the owner's free block %#x", uintptr(y), uintptr(x))
+	}
+	if err := f.g.MemsetAsync(y, 2, 4*chunk20, f.other); err != nil {
+		t.Fatal(err)
+	}
+	f.freeOn(y, f.other)
+	z := f.alloc(4 * chunk20)
+	if z < y.Add(4*chunk20) && y < z.Add(4*chunk20) {
+		t.Errorf("the owner got %#x, overlapping the block lent at %#x, while the borrower's work on it is queued", uintptr(z), uintptr(y))
+	}
+	if err := f.g.StreamSynchronize(f.other); err != nil {
+		t.Fatal(err)
+	}
+	f.free(z)
+}

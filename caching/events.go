@@ -129,7 +129,7 @@ func (d *device) crossStreamBlockLocked(p *pool, rounded uint64, s gpumem.Stream
 	var best *block
 	var bestTree *tree
 	for h, t := range p.trees {
-		if h == s.Handle {
+		if h == s.Handle || d.goneLocked(h) {
 			continue
 		}
 		b := t.lowerBound(rounded)
@@ -160,6 +160,9 @@ func (d *device) crossStreamBlockLocked(p *pool, rounded uint64, s gpumem.Stream
 // could not be had or recorded, or s not made to wait: nothing is lent
 // then. d.mu must be held.
 func (d *device) orderAfterOwnerLocked(owner, s gpumem.Stream) bool {
+	if streamcheck.Gone(d.a.b, owner) {
+		return false // no handle to give the driver
+	}
 	ev, ok := d.streamEvents[owner.Handle]
 	if !ok {
 		var err error
@@ -170,6 +173,13 @@ func (d *device) orderAfterOwnerLocked(owner, s gpumem.Stream) bool {
 		d.streamEvents[owner.Handle] = ev
 	}
 	return d.a.b.EventRecord(ev, owner) == nil && d.a.b.StreamWaitEvent(s, ev) == nil
+}
+
+// goneLocked reports whether the stream of handle h of the device was
+// destroyed: its free blocks stay cached until EmptyCache, but no event can
+// be recorded on it, so it lends nothing. d.mu must be held.
+func (d *device) goneLocked(h uintptr) bool {
+	return streamcheck.Gone(d.a.b, gpumem.Stream{Device: d.id, Handle: h})
 }
 
 // lendLocked marks free block b (out of its tree), of another stream's

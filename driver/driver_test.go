@@ -2,7 +2,6 @@ package driver
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -255,8 +254,9 @@ func TestCopyToDeviceWaitsForTheCopy(t *testing.T) {
 // The backend knows which captures begun through it are open, across
 // backends of the process: a begin counts once it succeeds, an end once the
 // stream has left capture (a failed end that leaves the stream capturing
-// keeps it counted, one that ends the capture does not), and a destroyed
-// stream's capture is gone.
+// keeps it counted, one that ends the capture does not), the per-thread
+// default stream's handle counts each thread's capture, and a destroyed
+// stream's captures are gone.
 func TestCapturesOpen(t *testing.T) {
 	b, other := openFake(t), openFake(t)
 	stream := func(h uintptr) gpumem.Stream { return gpumem.Stream{Device: 1, Handle: h} }
@@ -266,6 +266,12 @@ func TestCapturesOpen(t *testing.T) {
 			t.Fatalf("%s: CapturesOpen %v (the other backend %v), want %v", when, b.CapturesOpen(), other.CapturesOpen(), want)
 		}
 	}
+	begin := func(be *native.Backend, s gpumem.Stream) {
+		t.Helper()
+		if err := be.StreamBeginCapture(s, gpumem.CaptureModeRelaxed); err != nil {
+			t.Fatal(err)
+		}
+	}
 	open(false, "before any capture")
 	if err := b.StreamBeginCapture(stream(fakeRefusedStream), gpumem.CaptureModeRelaxed); err == nil {
 		t.Fatal("a refused begin succeeded")
@@ -273,9 +279,7 @@ func TestCapturesOpen(t *testing.T) {
 	open(false, "after a refused begin")
 
 	s := stream(0x5001)
-	if err := b.StreamBeginCapture(s, gpumem.CaptureModeRelaxed); err != nil {
-		t.Fatal(err)
-	}
+	begin(b, s)
 	open(true, "during a capture")
 	if info, err := other.StreamCaptureInfo(s); err != nil || info.Status != gpumem.CaptureActive {
 		t.Fatalf("capture info %+v, %v", info, err)
@@ -285,19 +289,30 @@ func TestCapturesOpen(t *testing.T) {
 	}
 	open(false, "after the capture ended")
 
-	for _, c := range []struct {
-		h         uintptr
-		stillOpen bool
-	}{{fakeInvalidatedStream, false}, {fakeStickyStream, true}} {
-		s := stream(c.h)
-		if err := other.StreamBeginCapture(s, gpumem.CaptureModeRelaxed); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.StreamEndCapture(s); err == nil {
-			t.Fatalf("stream %#x: the end succeeded", c.h)
-		}
-		open(c.stillOpen, fmt.Sprintf("after a failed end of stream %#x", c.h))
+	begin(other, stream(fakeInvalidatedStream))
+	if _, err := b.StreamEndCapture(stream(fakeInvalidatedStream)); err == nil {
+		t.Fatal("the invalidated capture's end succeeded")
 	}
+	open(false, "after a failed end that ended the capture")
+
+	perThread := stream(2) // one handle, a stream of each thread
+	begin(b, perThread)
+	begin(b, perThread)
+	if _, err := b.StreamEndCapture(perThread); err != nil {
+		t.Fatal(err)
+	}
+	open(true, "after one of two captures of the per-thread stream ended")
+	fakeCapturing.Store(uintptr(2), int32(1)) // the fake keeps one status per handle
+	if _, err := b.StreamEndCapture(perThread); err != nil {
+		t.Fatal(err)
+	}
+	open(false, "after both captures of the per-thread stream ended")
+
+	begin(b, stream(fakeStickyStream))
+	if _, err := b.StreamEndCapture(stream(fakeStickyStream)); err == nil {
+		t.Fatal("the sticky capture's end succeeded")
+	}
+	open(true, "after a failed end that left the stream capturing")
 	if err := b.StreamDestroy(stream(fakeStickyStream)); err != nil {
 		t.Fatal(err)
 	}

@@ -17,28 +17,44 @@ import (
 // its asker a capture query per call, never a capture missed.
 var open captures
 
-// captures is a set of stream handles with a lock-free emptiness test.
+// captures counts the open captures of each stream handle, with a lock-free
+// emptiness test. A handle may have more than one: the per-thread default
+// stream names a different stream on each thread, and each may capture.
 type captures struct {
 	mu sync.Mutex
-	m  map[uintptr]struct{}
-	n  atomic.Int64 // len(m), read without mu
+	m  map[uintptr]int
+	n  atomic.Int64 // the sum of m, read without mu
 }
 
 func (c *captures) add(stream uintptr) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = map[uintptr]struct{}{}
+		c.m = map[uintptr]int{}
 	}
-	c.m[stream] = struct{}{}
-	c.n.Store(int64(len(c.m)))
+	c.m[stream]++
+	c.n.Add(1)
 }
 
+// remove forgets one capture of stream.
 func (c *captures) remove(stream uintptr) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if k := c.m[stream]; k > 0 {
+		c.m[stream] = k - 1
+		if k == 1 {
+			delete(c.m, stream)
+		}
+		c.n.Add(-1)
+	}
+}
+
+// forget drops every capture of stream (destroyed).
+func (c *captures) forget(stream uintptr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n.Add(-int64(c.m[stream]))
 	delete(c.m, stream)
-	c.n.Store(int64(len(c.m)))
 }
 
 func (c *captures) any() bool { return c.n.Load() != 0 }

@@ -71,7 +71,7 @@ func (b *Backend) StreamDestroy(s gpumem.Stream) error {
 		return err
 	}
 	b.pins.Forget(s.Handle)
-	open.remove(s.Handle)
+	open.forget(s.Handle)
 	b.streams.Store(s.Handle, streamState{dev: s.Device})
 	b.epoch.Add(1)
 	return nil
