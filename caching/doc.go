@@ -212,12 +212,13 @@
 // the same memory would otherwise move it back and forth on every turn: on
 // twenty-four random phase workloads of one or two streams that no policy
 // here was tuned on (scripts/phase_traces.py 100 124, three passes each) the
-// device calls fall from 14,849 to 7,952 and the synchronizations from 708
-// to 100. The cost is in the footprint, since a loan pins the owner's mapped
-// run where a move takes free chunks wherever they lie: better on five of
-// the twenty-four, worse on five, by at most 3.1 % of the floor (1.4 % to
-// 4.5 %, still under the driver pool's 5.3 %), and above the best anchor on
-// one that was under it (1.036 against 1.032). The small pool does not
+// device calls fall from 14,849 to 7,921 and the synchronizations from 708
+// to 100, and on an H200 the worst host time against PyTorch's expandable
+// segments from 5.7x to 1.8x. The cost is in the footprint, since a loan
+// pins the owner's mapped run where a move takes free chunks wherever they
+// lie: better on six of the twenty-four, worse on three, by at most 3.1 %
+// of the floor (1.4 % to 4.5 %, still under the driver pool's 5.3 %), and
+// above the best anchor on none that was under it. The small pool does not
 // borrow: lending its 2 MiB chunks pinned the owner's runs and raised the
 // footprint of a recorded trace (pytorch-gpt, 1.029 to 1.051, over the best
 // anchor's 1.042) for little saving.
