@@ -38,14 +38,15 @@ func (d *device) borrowMappedLocked(p *pool, b *block, rounded uint64, s gpumem.
 			if c.seg.exp == nil {
 				return true
 			}
-			c.seg.exp.eachMappedRun(c, func(off, n uint64) {
+			c.seg.exp.eachMappedRun(c, func(off, n uint64) bool {
 				if n < rounded {
-					return
+					return true
 				}
 				at := c.addr.Add(off + n - rounded)
 				if best == nil || n < bestRun || (n == bestRun && at < best.addr.Add(bestOff)) {
 					best, bestOff, bestRun = c, off+n-rounded, n
 				}
+				return true
 			})
 			return true
 		})
@@ -68,39 +69,39 @@ func (d *device) borrowMappedLocked(p *pool, b *block, rounded uint64, s gpumem.
 // high-water mark by more than the segment's own free mapped chunks, which
 // it moves first, cover. d.mu must be held.
 func (d *device) wouldMoveAcrossLocked(b *block, rounded uint64) bool {
-	need := d.mapNeedLocked(b, rounded)
+	seg := b.seg
+	e := seg.exp
+	if e.mappedPrefix(b, rounded) {
+		return false
+	}
+	// One table of the segment's free mapped chunks serves both counts:
+	// the chunks that would move here, and the ghosts that would revive.
+	var free []bool
+	var own uint64
+	if d.ghostsAllowed(seg) {
+		free = d.freeChunks(seg)
+		for _, f := range free {
+			if f {
+				own += e.chunk
+			}
+		}
+	}
+	need := e.mapNeed(b, rounded, free)
 	reserved := uint64(d.stats.ReservedBytes[gpumem.StatAll].Current)
 	if need == 0 || reserved+need <= d.highWater {
 		return false
 	}
-	over := reserved + need - d.highWater
-	if d.ghostsAllowed(b.seg) {
-		var own uint64
-		for _, f := range d.freeChunks(b.seg) {
-			if f {
-				own += b.seg.exp.chunk
-			}
-		}
-		return over > own
-	}
-	return true
+	return free == nil || reserved+need-d.highWater > own
 }
 
-// mapNeedLocked is how many bytes of chunks mapRangeLocked would map for
-// the first rounded bytes of free block b: those neither mapped nor ghosts
-// that it revives with no device call. d.mu must be held.
-func (d *device) mapNeedLocked(b *block, rounded uint64) uint64 {
-	seg := b.seg
-	e := seg.exp
-	if e.mappedPrefix(b, rounded) {
-		return 0
-	}
-	off := uint64(b.addr - seg.addr)
+// mapNeed is how many bytes of chunks mapRangeLocked would map for the
+// first rounded bytes of free block b: those neither mapped nor ghosts that
+// it revives with no device call, given free, the segment's free mapped
+// chunks (nil where ghosts are not allowed). It marks the chunks it counts
+// as revived in free, as reviveLocked does: one revival per handle.
+func (e *expandable) mapNeed(b *block, rounded uint64, free []bool) uint64 {
+	off := uint64(b.addr - b.seg.addr)
 	first, last := off/e.chunk, (off+rounded-1)/e.chunk
-	var free []bool
-	if e.nghost > 0 && d.ghostsAllowed(seg) {
-		free = d.freeChunks(seg)
-	}
 	var n uint64
 	for i := first; i <= last; i++ {
 		if i < e.top && e.mapped[i] {
@@ -108,29 +109,11 @@ func (d *device) mapNeedLocked(b *block, rounded uint64) uint64 {
 		}
 		if i < e.top && free != nil && e.isGhost(i) {
 			if gs := e.revivable(i, free); gs != nil {
-				free[gs.active] = false // as reviveLocked: one revival per handle
+				free[gs.active] = false
 				continue
 			}
 		}
 		n += e.chunk
 	}
 	return n
-}
-
-// eachMappedRun calls fn with the offset in free block b and the length of
-// each maximal run of b's bytes that lie on mapped chunks.
-func (e *expandable) eachMappedRun(b *block, fn func(off, n uint64)) {
-	base := uint64(b.addr - b.seg.addr)
-	end := min(base+b.size, e.top*e.chunk)
-	for i := base / e.chunk; i*e.chunk < end; {
-		if !e.mapped[i] {
-			i++
-			continue
-		}
-		start := max(base, i*e.chunk)
-		for i*e.chunk < end && e.mapped[i] {
-			i++
-		}
-		fn(start-base, min(end, i*e.chunk)-start)
-	}
 }

@@ -158,11 +158,8 @@ func (d *device) crossStreamBlockLocked(p *pool, rounded uint64, s gpumem.Stream
 // work queued so far on owner, whose free block s is about to use: an
 // event of owner's, recorded there and waited for on s. false if the event
 // could not be had or recorded, or s not made to wait: nothing is lent
-// then. d.mu must be held.
+// then. The callers pass no destroyed owner (goneLocked). d.mu must be held.
 func (d *device) orderAfterOwnerLocked(owner, s gpumem.Stream) bool {
-	if streamcheck.Gone(d.a.b, owner) {
-		return false // no handle to give the driver
-	}
 	ev, ok := d.streamEvents[owner.Handle]
 	if !ok {
 		var err error

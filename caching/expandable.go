@@ -609,28 +609,35 @@ func (a *Allocator) ExpandableActive() (bool, string) {
 // (within b) that is long enough, so that what the request leaves of the
 // run stays next to the rest of the block, one free block, rather than a
 // mapped sliver between the request and the next block.
-func (e *expandable) mappedRun(b *block, n uint64) (uint64, bool) {
+func (e *expandable) mappedRun(b *block, n uint64) (at uint64, ok bool) {
+	e.eachMappedRun(b, func(off, size uint64) bool {
+		if size >= n {
+			at, ok = off+size-n, true
+		}
+		return !ok
+	})
+	return at, ok
+}
+
+// eachMappedRun calls fn with the offset in free block b and the length of
+// each maximal run of b's bytes that lie on mapped chunks, in address
+// order, until fn returns false.
+func (e *expandable) eachMappedRun(b *block, fn func(off, n uint64) bool) {
 	base := uint64(b.addr - b.seg.addr)
 	end := min(base+b.size, e.top*e.chunk)
-	run := false
-	var start uint64
-	for i := base / e.chunk; i*e.chunk < end; i++ {
+	for i := base / e.chunk; i*e.chunk < end; {
 		if !e.mapped[i] {
-			run = false
+			i++
 			continue
 		}
-		if !run {
-			run, start = true, max(base, i*e.chunk)
+		start := max(base, i*e.chunk)
+		for i*e.chunk < end && e.mapped[i] {
+			i++
 		}
-		if stop := min(end, (i+1)*e.chunk); stop-start >= n {
-			j := i + 1
-			for j*e.chunk < end && e.mapped[j] {
-				j++
-			}
-			return min(end, j*e.chunk) - n - base, true
+		if !fn(start-base, min(end, i*e.chunk)-start) {
+			return
 		}
 	}
-	return 0, false
 }
 
 // preferMappedLocked swaps b, the best-fitting free block of an expandable

@@ -286,16 +286,29 @@ func TestExpandableMovesUnmapWhereTheBackendSaysSo(t *testing.T) {
 // releases the moved chunks, ghosts and all).
 func TestExpandableGhostFaults(t *testing.T) {
 	transient := errors.New("injected failure")
-	t.Run("move's map", func(t *testing.T) {
+	// failing injects transient into op's next call and makes an
+	// allocation of size fail with it.
+	failing := func(t *testing.T, f *expandableFixture, op string, size uint64) {
+		t.Helper()
+		f.g.InjectFault(op, 1, transient)
+		if _, err := f.a.Allocate(size, f.s); !errors.Is(err, transient) {
+			t.Fatalf("Allocate: %v, want the injected failure", err)
+		}
+		checkInvariants(t, f.a)
+	}
+	// failedMove is a growth that moves the three free chunks below a live
+	// one (returned), failed in op.
+	failedMove := func(t *testing.T, op string) (*expandableFixture, gpumem.Ptr) {
+		t.Helper()
 		f := newExpandableFixture(t)
 		a := f.alloc(3 * chunk20)
 		b := f.alloc(chunk20)
 		f.free(a)
-		f.g.InjectFault("MemMap", 1, transient)
-		if _, err := f.a.Allocate(4*chunk20, f.s); !errors.Is(err, transient) {
-			t.Fatalf("Allocate: %v, want the injected failure", err)
-		}
-		checkInvariants(t, f.a)
+		failing(t, f, op, 4*chunk20)
+		return f, b
+	}
+	t.Run("move's map", func(t *testing.T) {
+		f, b := failedMove(t, "MemMap")
 		if r := f.reserved(); r != 4*chunk20 {
 			t.Errorf("reserved %d after the failure, want 4 chunks", r)
 		}
@@ -313,26 +326,14 @@ func TestExpandableGhostFaults(t *testing.T) {
 		e1 := f.alloc(chunk20)
 		e2 := f.alloc(chunk20)
 		f.free(e1)
-		f.g.InjectFault("MemUnmap", 1, transient)
-		if _, err := f.a.Allocate(3*chunk20, f.s); !errors.Is(err, transient) {
-			t.Fatalf("Allocate: %v, want the injected failure", err)
-		}
-		checkInvariants(t, f.a)
+		failing(t, f, "MemUnmap", 3*chunk20)
 		g := f.alloc(3 * chunk20)
 		f.free(g)
 		f.free(e2)
 		f.free(b)
 	})
 	t.Run("grant after a move", func(t *testing.T) {
-		f := newExpandableFixture(t)
-		a := f.alloc(3 * chunk20)
-		b := f.alloc(chunk20)
-		f.free(a)
-		f.g.InjectFault("MemSetAccess", 1, transient)
-		if _, err := f.a.Allocate(4*chunk20, f.s); !errors.Is(err, transient) {
-			t.Fatalf("Allocate: %v, want the injected failure", err)
-		}
-		checkInvariants(t, f.a)
+		f, b := failedMove(t, "MemSetAccess")
 		if r := f.reserved(); r != chunk20 {
 			t.Errorf("reserved %d after the failed grant, want b's chunk alone (the moved ones released)", r)
 		}

@@ -289,10 +289,16 @@ func TestCapturesOpen(t *testing.T) {
 	}
 	open(false, "after the capture ended")
 
-	begin(other, stream(fakeInvalidatedStream))
-	if _, err := b.StreamEndCapture(stream(fakeInvalidatedStream)); err == nil {
-		t.Fatal("the invalidated capture's end succeeded")
+	// failedEnd begins a capture of h through the other backend and ends
+	// it through b, which the fake refuses.
+	failedEnd := func(h uintptr) {
+		t.Helper()
+		begin(other, stream(h))
+		if _, err := b.StreamEndCapture(stream(h)); err == nil {
+			t.Fatalf("stream %#x: the end succeeded", h)
+		}
 	}
+	failedEnd(fakeInvalidatedStream)
 	open(false, "after a failed end that ended the capture")
 
 	perThread := stream(2) // one handle, a stream of each thread
@@ -308,10 +314,7 @@ func TestCapturesOpen(t *testing.T) {
 	}
 	open(false, "after both captures of the per-thread stream ended")
 
-	begin(b, stream(fakeStickyStream))
-	if _, err := b.StreamEndCapture(stream(fakeStickyStream)); err == nil {
-		t.Fatal("the sticky capture's end succeeded")
-	}
+	failedEnd(fakeStickyStream)
 	open(true, "after a failed end that left the stream capturing")
 	if err := b.StreamDestroy(stream(fakeStickyStream)); err != nil {
 		t.Fatal(err)

@@ -64,30 +64,14 @@ func BenchmarkGPUAsyncPoolPair(b *testing.B) {
 	}
 	for range gpuPairRounds {
 		b.Run("backend", func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				p, err := be.MallocFromPoolAsync(1<<20, pool, s)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := be.FreeAsync(p, s); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchPairs(b, func() (gpumem.Ptr, error) { return be.MallocFromPoolAsync(1<<20, pool, s) },
+				func(p gpumem.Ptr) error { return be.FreeAsync(p, s) })
 		})
 		for i, c := range variants {
 			a := allocs[i]
 			b.Run(c.name, func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					p, err := a.Allocate(1<<20, s)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if err := a.Deallocate(p, s); err != nil {
-						b.Fatal(err)
-					}
-				}
+				benchPairs(b, func() (gpumem.Ptr, error) { return a.Allocate(1<<20, s) },
+					func(p gpumem.Ptr) error { return a.Deallocate(p, s) })
 			})
 		}
 	}

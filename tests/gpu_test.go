@@ -180,32 +180,29 @@ func BenchmarkGPUPoolAllocFree(b *testing.B) {
 	if err := be.MemPoolSetAttribute(pool, gpumem.PoolReleaseThreshold, ^uint64(0)); err != nil {
 		b.Fatal(err)
 	}
+	free := func(p gpumem.Ptr) error { return be.FreeAsync(p, s) }
 	b.Run("MallocAsync", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			p, err := be.MallocAsync(1<<20, s)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := be.FreeAsync(p, s); err != nil {
-				b.Fatal(err)
-			}
-		}
+		benchPairs(b, func() (gpumem.Ptr, error) { return be.MallocAsync(1<<20, s) }, free)
 	})
 	b.Run("MallocFromPoolAsync", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			p, err := be.MallocFromPoolAsync(1<<20, pool, s)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := be.FreeAsync(p, s); err != nil {
-				b.Fatal(err)
-			}
-		}
+		benchPairs(b, func() (gpumem.Ptr, error) { return be.MallocFromPoolAsync(1<<20, pool, s) }, free)
 	})
 	be.StreamSynchronize(s)
 	be.StreamDestroy(s)
+}
+
+// benchPairs times allocation+free pairs: alloc, then free of what it gave.
+func benchPairs(b *testing.B, alloc func() (gpumem.Ptr, error), free func(gpumem.Ptr) error) {
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := alloc()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := free(p); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 var gpuCaptureOut [4]uint64
