@@ -92,6 +92,71 @@ func TestErrorTranslation(t *testing.T) {
 	}
 }
 
+// TestStreamOrderedCallsMakeNoContextCurrent: the pool's allocation and
+// the stream-ordered free on an explicit stream are called with no context
+// made current (the driver takes it from the stream and the pool); on the
+// default streams, which stand for the current context's, and when the
+// driver answers CUDA_ERROR_INVALID_CONTEXT, the device's context is made
+// current. Other failures are not retried.
+func TestStreamOrderedCallsMakeNoContextCurrent(t *testing.T) {
+	b := openFake(t)
+	defer b.Close()
+	pool := gpumem.MemPool{Handle: 0x9000, Device: 1}
+	dev1 := uintptr(fakeCtxBase + 1)
+	for _, tc := range []struct {
+		name    string
+		handle  uintptr
+		ctx     uintptr // current at the (last) call
+		callsEa int64   // calls of each function
+	}{
+		{"explicit stream", 0x7000, 0, 1},
+		{"legacy default stream (0)", 0, dev1, 1},
+		{"CU_STREAM_LEGACY", 1, dev1, 1},
+		{"CU_STREAM_PER_THREAD", 2, dev1, 1},
+		{"driver wants a current context", fakeNeedsCtxStream, dev1, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := gpumem.Stream{Device: 1, Handle: tc.handle}
+			fakeCurrent.Store(0)
+			allocs, frees := fakeAllocs.Load(), fakeFrees.Load()
+			p, err := b.MallocFromPoolAsync(64, pool, s)
+			if err != nil || p != 0x20000+64 {
+				t.Fatalf("MallocFromPoolAsync = %#x, %v", uintptr(p), err)
+			}
+			if got, n := fakeSeenCtx.Load(), fakeAllocs.Load()-allocs; got != tc.ctx || n != tc.callsEa {
+				t.Errorf("allocation: called %d times, last with context %#x current; want %d, %#x", n, got, tc.callsEa, tc.ctx)
+			}
+			fakeCurrent.Store(0)
+			if err := b.FreeAsync(p, s); err != nil {
+				t.Fatalf("FreeAsync: %v", err)
+			}
+			if got, n := fakeSeenCtx.Load(), fakeFrees.Load()-frees; got != tc.ctx || n != tc.callsEa {
+				t.Errorf("free: called %d times, last with context %#x current; want %d, %#x", n, got, tc.callsEa, tc.ctx)
+			}
+		})
+	}
+	t.Run("other failures are not retried", func(t *testing.T) {
+		fakeCurrent.Store(0)
+		allocs := fakeAllocs.Load()
+		_, err := b.MallocFromPoolAsync(1<<41, pool, gpumem.Stream{Device: 1, Handle: 0x7000})
+		if !errors.Is(err, gpumem.ErrOutOfMemory) || !strings.Contains(err.Error(), "cuMemAllocFromPoolAsync") {
+			t.Fatalf("huge allocation: %v, want out of memory naming cuMemAllocFromPoolAsync", err)
+		}
+		if n := fakeAllocs.Load() - allocs; n != 1 || fakeCurrent.Load() != 0 {
+			t.Errorf("called %d times, context %#x made current; want once, none", n, fakeCurrent.Load())
+		}
+	})
+	t.Run("device out of range", func(t *testing.T) {
+		allocs := fakeAllocs.Load()
+		if _, err := b.MallocFromPoolAsync(64, pool, gpumem.Stream{Device: 2, Handle: 0x7000}); !errors.Is(err, gpumem.ErrInvalidValue) {
+			t.Fatalf("stream of device 2 of 2: %v", err)
+		}
+		if n := fakeAllocs.Load() - allocs; n != 0 {
+			t.Errorf("called %d times for a device out of range", n)
+		}
+	})
+}
+
 func TestCallsMakeTheirDeviceCurrent(t *testing.T) {
 	b := openFake(t)
 	defer b.Close()

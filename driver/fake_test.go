@@ -81,7 +81,22 @@ func fakeFunctions() map[string]uintptr {
 			}),
 			"cuMemAllocFromPoolAsync": cb(func(p, size, pool, stream uintptr) uintptr {
 				fakeAllocs.Add(1)
+				fakeSeenCtx.Store(fakeCurrent.Load())
+				if stream == fakeNeedsCtxStream && fakeCurrent.Load() == 0 {
+					return 201
+				}
+				if size > 1<<40 {
+					return 2
+				}
 				put[uintptr](p, 0x20000+size)
+				return 0
+			}),
+			"cuMemFreeAsync": cb(func(p, stream uintptr) uintptr {
+				fakeFrees.Add(1)
+				fakeSeenCtx.Store(fakeCurrent.Load())
+				if stream == fakeNeedsCtxStream && fakeCurrent.Load() == 0 {
+					return 201
+				}
 				return 0
 			}),
 			"cuMemAllocAsync": cb(func(p, size, stream uintptr) uintptr { put[uintptr](p, 0x30000); return 0 }),
@@ -151,6 +166,18 @@ func fakeFunctions() map[string]uintptr {
 }
 
 var fakeLoc atomic.Uint64
+
+// fakeFrees counts cuMemFreeAsync calls; fakeSeenCtx is the context current
+// when cuMemAllocFromPoolAsync or cuMemFreeAsync was last called.
+var (
+	fakeFrees   atomic.Int64
+	fakeSeenCtx atomic.Uintptr
+)
+
+// fakeNeedsCtxStream is a stream on which cuMemAllocFromPoolAsync and
+// cuMemFreeAsync answer CUDA_ERROR_INVALID_CONTEXT while no context is
+// current, as a driver that wants one would.
+const fakeNeedsCtxStream = 0x5c7c
 
 // fakeCapturing is the capture status (int32) of each capturing stream.
 var fakeCapturing sync.Map

@@ -18,9 +18,10 @@ type Backend struct {
 	fns     [symtab.NumOps]uintptr
 	missing [symtab.NumOps]error // why fns[op] is 0
 
-	pre      uintptr   // make-current function
-	cur      []uintptr // per device: argument to pre (CUcontext, or ordinal)
-	handle   []int32   // per device: the vendor's device handle (CUdevice, ordinal)
+	direct   [symtab.NumOps]bool // called without making a context current on an explicit stream (symtab.Row.StreamContext)
+	pre      uintptr             // make-current function
+	cur      []uintptr           // per device: argument to pre (CUcontext, or ordinal)
+	handle   []int32             // per device: the vendor's device handle (CUdevice, ordinal)
 	nDev     int
 	closed   atomic.Bool
 	names    sync.Map // int -> string

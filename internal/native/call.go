@@ -124,6 +124,34 @@ func (b *Backend) call(dev int, op symtab.Op, a1, a2, a3, a4, a5, a6 uintptr) er
 	return b.failed(op, r, preFailed)
 }
 
+// maxSpecialStream is the largest stream handle that is not a stream of its
+// own: 0 (the legacy default stream), 1 (CU_STREAM_LEGACY, hipStreamLegacy)
+// and 2 (CU_STREAM_PER_THREAD, hipStreamPerThread), which stand for the
+// current context's default streams.
+const maxSpecialStream = 2
+
+// callOnStream is call for op ordered on s. An op that takes its context
+// from its arguments (symtab.Row.StreamContext) on an explicit stream is
+// called directly, a foreign call less than making s's device current
+// first; if the library answers that it needs a current context after all
+// (Dialect.NoContext), it is called again through call.
+func (b *Backend) callOnStream(s gpumem.Stream, op symtab.Op, a1, a2, a3, a4, a5, a6 uintptr) error {
+	if b.direct[op] && s.Handle > maxSpecialStream {
+		fn := b.fnFor(s.Device, op)
+		if fn == 0 {
+			return b.refuse(s.Device, op)
+		}
+		r := ccall.Call6(fn, a1, a2, a3, a4, a5, a6)
+		if int32(r) == 0 {
+			return nil
+		}
+		if int32(r) != b.d.NoContext {
+			return b.Status(op, r)
+		}
+	}
+	return b.call(s.Device, op, a1, a2, a3, a4, a5, a6)
+}
+
 // invoke is call without the translation of a failed status: r is the raw
 // status, of the make-current function when preFailed. err is set only when
 // nothing was called.

@@ -197,10 +197,17 @@ func (b *Backend) MallocAsync(size uint64, s gpumem.Stream) (gpumem.Ptr, error) 
 
 // MallocFromPoolAsync allocates from pool p, ordered on s.
 func (b *Backend) MallocFromPoolAsync(size uint64, p gpumem.MemPool, s gpumem.Stream) (gpumem.Ptr, error) {
-	return b.allocOut(s.Device, symtab.MallocFromPoolAsync, uintptr(size), p.Handle, s.Handle)
+	c := getCell()
+	err := b.callOnStream(s, symtab.MallocFromPoolAsync, c.addr(0), uintptr(size), p.Handle, s.Handle, 0, 0)
+	out := c[0]
+	putCell(c)
+	if err != nil {
+		return 0, err
+	}
+	return gpumem.Ptr(out), nil
 }
 
 // FreeAsync frees stream-ordered memory once s reaches this point.
 func (b *Backend) FreeAsync(p gpumem.Ptr, s gpumem.Stream) error {
-	return b.call(s.Device, symtab.FreeAsync, uintptr(p), s.Handle, 0, 0, 0, 0)
+	return b.callOnStream(s, symtab.FreeAsync, uintptr(p), s.Handle, 0, 0, 0, 0)
 }

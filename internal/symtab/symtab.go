@@ -26,6 +26,10 @@
 //     because the dialects differ (hipMemcpy takes a copy kind cuMemcpy
 //     lacks); the rows whose vendors differ say so in their notes. Build
 //     it with Args(n) (Args(0) is f(void)) or ArgsPer(cuda, hip).
+//   - StreamContext[v]: the function takes its context from its arguments
+//     when its stream is an explicit one, so the backend makes no context
+//     current before calling it (one foreign call less on the allocation
+//     hot path). Marked only where it has been seen on the vendor's library.
 //
 // An empty symbol means the function does not exist for that vendor (the
 // backend reports ErrNotSupported, or has no need of it). A few rows have no
@@ -93,6 +97,14 @@ type Row struct {
 	// prototypes.
 	Args  Arity
 	Notes string
+	// StreamContext is true for a vendor whose function takes its context
+	// from its arguments (an explicit stream, a pool, an address) and not
+	// from the calling thread, when the stream is not a default one: the
+	// backend calls it without making a context current first, and makes
+	// it current only if the library answers that it needs one after all
+	// (native.Dialect.NoContext). False wherever that has not been seen on
+	// the vendor's library (scripts/gpu/poolcall.c checks it on CUDA).
+	StreamContext [NumVendors]bool
 }
 
 // Base is the vendor's symbol without its _v2/_v3 suffix: the name
@@ -278,6 +290,13 @@ func row(id Op, op, cuda string, ver int, hip string, req int, args Arity, notes
 	return r
 }
 
+// fromStream marks r as taking its context from its stream on vendor v
+// (Row.StreamContext).
+func fromStream(r Row, v Vendor) Row {
+	r.StreamContext[v] = true
+	return r
+}
+
 // Driver is the table of the CUDA driver API and the HIP runtime: the
 // functions of gpumem.Backend, indexed by the op ids above.
 var Driver = Table{Name: "driver", Rows: driverRows[:]}
@@ -300,7 +319,7 @@ var driverRows = [NumOps]Row{
 	row(DeviceGet, "DeviceGet", "cuDeviceGet", 2000, "", cudaOnly, Args(2), "CUDA: ordinal to CUdevice"),
 	row(PrimaryCtxRetain, "PrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 7000, "", cudaOnly, Args(2), "CUDA: each device's primary context, retained at Open"),
 	row(PrimaryCtxRelease, "PrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", 11000, "", cudaOnly, Args(1), "CUDA: released at Close"),
-	row(SetCurrent, "SetCurrent", "cuCtxSetCurrent", 4000, "hipSetDevice", both, Args(1), "made current inside every device call, on the same thread"),
+	row(SetCurrent, "SetCurrent", "cuCtxSetCurrent", 4000, "hipSetDevice", both, Args(1), "made current inside every device call, on the same thread (not before a StreamContext row on an explicit stream)"),
 	row(GetCurrent, "GetCurrent", "cuCtxGetCurrent", 4000, "hipGetDevice", none, Args(1), "benchmarks of the per-call cost"),
 	row(DeviceName, "DeviceName", "cuDeviceGetName", 2000, "hipDeviceGetName", both, Args(3), ""),
 	row(DeviceAttribute, "DeviceAttribute", "cuDeviceGetAttribute", 2000, "hipDeviceGetAttribute", both, Args(3), "attribute numbers differ per vendor"),
@@ -343,8 +362,8 @@ var driverRows = [NumOps]Row{
 	row(MemPoolSetAccess, "MemPoolSetAccess", "cuMemPoolSetAccess", 11020, "hipMemPoolSetAccess", none, Args(3), "one 12-byte access descriptor"),
 	row(MemPoolGetAccess, "MemPoolGetAccess", "cuMemPoolGetAccess", 11020, "hipMemPoolGetAccess", none, Args(3), ""),
 	row(MallocAsync, "MallocAsync", "cuMemAllocAsync", 11020, "hipMallocAsync", both, Args(3), ""),
-	row(MallocFromPoolAsync, "MallocFromPoolAsync", "cuMemAllocFromPoolAsync", 11020, "hipMallocFromPoolAsync", both, Args(4), "hot path"),
-	row(FreeAsync, "FreeAsync", "cuMemFreeAsync", 11020, "hipFreeAsync", both, Args(2), "hot path"),
+	fromStream(row(MallocFromPoolAsync, "MallocFromPoolAsync", "cuMemAllocFromPoolAsync", 11020, "hipMallocFromPoolAsync", both, Args(4), "hot path; CUDA: no context made current on an explicit stream (the pool names the device)"), CUDA),
+	fromStream(row(FreeAsync, "FreeAsync", "cuMemFreeAsync", 11020, "hipFreeAsync", both, Args(2), "hot path; CUDA: no context made current on an explicit stream"), CUDA),
 	row(StreamBeginCapture, "StreamBeginCapture", "cuStreamBeginCapture_v2", 10010, "hipStreamBeginCapture", none, Args(2), ""),
 	row(StreamEndCapture, "StreamEndCapture", "cuStreamEndCapture", 10000, "hipStreamEndCapture", none, Args(2), ""),
 	row(StreamCaptureInfo, "StreamCaptureInfo", "cuStreamGetCaptureInfo_v2", 11030, "hipStreamGetCaptureInfo_v2", none, Args(6), "dependencies not read"),
