@@ -247,6 +247,7 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 	eventErr := func(i int, note, what string, err error) error {
 		return fmt.Errorf("gpumem: replay: %s: event %d%s (%v): %s%w", tr.Name, i+1, note, tr.Events[i], what, err)
 	}
+	nextSample := every // the next event count after which the timeline is sampled
 	for pass := 0; pass < passes; pass++ {
 		note := "" // which pass, in errors, when there are several
 		var before gpumem.MemoryStats
@@ -272,21 +273,21 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 			if s.alloc {
 				res.Pairs++
 				p, err := alloc.Allocate(s.size, streams[s.stream])
-				if err != nil {
-					if errors.Is(err, gpumem.ErrOutOfMemory) {
-						res.OOMs++
-						ptrs[s.slot] = 0
-						continue
+				switch {
+				case err == nil:
+					ptrs[s.slot], owner[s.slot], sizes[s.slot] = p, s.stream, s.size
+					live += s.size
+					if live > peakReq {
+						peakReq = live
 					}
+					if live > bucketReq {
+						bucketReq = live
+					}
+				case errors.Is(err, gpumem.ErrOutOfMemory):
+					res.OOMs++
+					ptrs[s.slot] = 0
+				default:
 					return res, eventErr(i, note, "", err)
-				}
-				ptrs[s.slot], owner[s.slot], sizes[s.slot] = p, s.stream, s.size
-				live += s.size
-				if live > peakReq {
-					peakReq = live
-				}
-				if live > bucketReq {
-					bucketReq = live
 				}
 			} else if p := ptrs[s.slot]; p != 0 {
 				own := owner[s.slot]
@@ -301,8 +302,9 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 				ptrs[s.slot] = 0
 				live -= sizes[s.slot]
 			}
-			if (at+1)%every == 0 {
+			if at+1 == nextSample { // a compare: a division on every event costs more than some allocators' pairs
 				sample(at + 1)
+				nextSample += every
 			}
 		}
 		if pass < passes-1 {
