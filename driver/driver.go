@@ -102,7 +102,7 @@ var dialect = native.Dialect{
 	WriteAllocProp:    writeAllocProp,
 	FuncAttribute:     func(a gpumem.FuncAttribute) (int32, bool) { return symtab.Translate(funcAttributes, a) },
 	OccupancyCallback: true,
-	NoContext:         symtab.CUDAInvalidContext,
+	DirectCalls:       true,
 	PoolMaxSize:       func(b *native.Backend) bool { return b.DriverVersion >= cuda122 },
 	ABI: func(b *native.Backend) (map[string]gpumem.StructLayout, map[string]int64) {
 		return ABI(b.DriverVersion)

@@ -95,9 +95,10 @@ func TestErrorTranslation(t *testing.T) {
 // TestStreamOrderedCallsMakeNoContextCurrent: the pool's allocation and
 // the stream-ordered free on an explicit stream are called with no context
 // made current (the driver takes it from the stream and the pool); on the
-// default streams, which stand for the current context's, and when the
-// driver answers CUDA_ERROR_INVALID_CONTEXT, the device's context is made
-// current. Other failures are not retried.
+// default streams, which stand for the current context's, the device's
+// context is made current, and a call that fails for any reason but a lack
+// of memory (CUDA_ERROR_INVALID_CONTEXT, or another refusal) is made again
+// with it current. A closed backend and a device out of range call nothing.
 func TestStreamOrderedCallsMakeNoContextCurrent(t *testing.T) {
 	b := openFake(t)
 	defer b.Close()
@@ -135,7 +136,21 @@ func TestStreamOrderedCallsMakeNoContextCurrent(t *testing.T) {
 			}
 		})
 	}
-	t.Run("other failures are not retried", func(t *testing.T) {
+	t.Run("other refusals are asked again with the context current", func(t *testing.T) {
+		s := gpumem.Stream{Device: 1, Handle: fakeBadStream}
+		fakeCurrent.Store(0)
+		allocs, frees := fakeAllocs.Load(), fakeFrees.Load()
+		if _, err := b.MallocFromPoolAsync(64, pool, s); !errors.Is(err, gpumem.ErrInvalidValue) {
+			t.Fatalf("allocation on a refusing stream: %v, want invalid value", err)
+		}
+		if err := b.FreeAsync(0x20040, s); !errors.Is(err, gpumem.ErrInvalidValue) {
+			t.Fatalf("free on a refusing stream: %v, want invalid value", err)
+		}
+		if a, f := fakeAllocs.Load()-allocs, fakeFrees.Load()-frees; a != 2 || f != 2 || fakeSeenCtx.Load() != dev1 {
+			t.Errorf("allocation called %d times, free %d, last with context %#x; want 2, 2, %#x", a, f, fakeSeenCtx.Load(), dev1)
+		}
+	})
+	t.Run("running out of memory is not asked again", func(t *testing.T) {
 		fakeCurrent.Store(0)
 		allocs := fakeAllocs.Load()
 		_, err := b.MallocFromPoolAsync(1<<41, pool, gpumem.Stream{Device: 1, Handle: 0x7000})
@@ -144,6 +159,23 @@ func TestStreamOrderedCallsMakeNoContextCurrent(t *testing.T) {
 		}
 		if n := fakeAllocs.Load() - allocs; n != 1 || fakeCurrent.Load() != 0 {
 			t.Errorf("called %d times, context %#x made current; want once, none", n, fakeCurrent.Load())
+		}
+	})
+	t.Run("closed backend", func(t *testing.T) {
+		c := openFake(t)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s := gpumem.Stream{Device: 1, Handle: 0x7000}
+		allocs, frees := fakeAllocs.Load(), fakeFrees.Load()
+		if _, err := c.MallocFromPoolAsync(64, pool, s); !errors.Is(err, gpumem.ErrClosed) {
+			t.Errorf("allocation after Close: %v", err)
+		}
+		if err := c.FreeAsync(0x20040, s); !errors.Is(err, gpumem.ErrClosed) {
+			t.Errorf("free after Close: %v", err)
+		}
+		if a, f := fakeAllocs.Load()-allocs, fakeFrees.Load()-frees; a != 0 || f != 0 {
+			t.Errorf("after Close: %d allocations and %d frees called", a, f)
 		}
 	})
 	t.Run("device out of range", func(t *testing.T) {

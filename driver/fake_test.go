@@ -85,6 +85,9 @@ func fakeFunctions() map[string]uintptr {
 				if stream == fakeNeedsCtxStream && fakeCurrent.Load() == 0 {
 					return 201
 				}
+				if stream == fakeBadStream {
+					return 1
+				}
 				if size > 1<<40 {
 					return 2
 				}
@@ -96,6 +99,9 @@ func fakeFunctions() map[string]uintptr {
 				fakeSeenCtx.Store(fakeCurrent.Load())
 				if stream == fakeNeedsCtxStream && fakeCurrent.Load() == 0 {
 					return 201
+				}
+				if stream == fakeBadStream {
+					return 1
 				}
 				return 0
 			}),
@@ -178,6 +184,10 @@ var (
 // cuMemFreeAsync answer CUDA_ERROR_INVALID_CONTEXT while no context is
 // current, as a driver that wants one would.
 const fakeNeedsCtxStream = 0x5c7c
+
+// fakeBadStream is a stream on which cuMemAllocFromPoolAsync and
+// cuMemFreeAsync always answer CUDA_ERROR_INVALID_VALUE.
+const fakeBadStream = 0x5b01
 
 // fakeCapturing is the capture status (int32) of each capturing stream.
 var fakeCapturing sync.Map

@@ -111,6 +111,11 @@ func TestRunOOMContinues(t *testing.T) {
 	if res.PeakRequested != 9000 {
 		t.Fatalf("peak requested counts only what was granted: %d", res.PeakRequested)
 	}
+	// A point after every event (eight here) and one before them: an
+	// allocation that fails is sampled like any other event.
+	if len(res.Timeline) != 9 {
+		t.Fatalf("%d timeline points, want 9: %+v", len(res.Timeline), res.Timeline)
+	}
 }
 
 type failAlloc struct {

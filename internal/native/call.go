@@ -1,6 +1,7 @@
 package native
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -133,8 +134,12 @@ const maxSpecialStream = 2
 // callOnStream is call for op ordered on s. An op that takes its context
 // from its arguments (symtab.Row.StreamContext) on an explicit stream is
 // called directly, a foreign call less than making s's device current
-// first; if the library answers that it needs a current context after all
-// (Dialect.NoContext), it is called again through call.
+// first (Dialect.DirectCalls). If that call fails for any reason but a lack
+// of memory, it is made again through call, with the context current: a
+// failed call did nothing, and a driver that wants a current context after
+// all (CUDA_ERROR_INVALID_CONTEXT with none current, or a refusal while
+// another device's context is current) then gets one. Running out of memory
+// does not depend on the context, and its callers retry it themselves.
 func (b *Backend) callOnStream(s gpumem.Stream, op symtab.Op, a1, a2, a3, a4, a5, a6 uintptr) error {
 	if b.direct[op] && s.Handle > maxSpecialStream {
 		fn := b.fnFor(s.Device, op)
@@ -145,8 +150,8 @@ func (b *Backend) callOnStream(s gpumem.Stream, op symtab.Op, a1, a2, a3, a4, a5
 		if int32(r) == 0 {
 			return nil
 		}
-		if int32(r) != b.d.NoContext {
-			return b.Status(op, r)
+		if err := b.Status(op, r); errors.Is(err, gpumem.ErrOutOfMemory) {
+			return err
 		}
 	}
 	return b.call(s.Device, op, a1, a2, a3, a4, a5, a6)

@@ -56,12 +56,12 @@ type Dialect struct {
 	// pageable memory access, which follows XNACK, where clr derives
 	// concurrent managed access from system SVM support).
 	MigrationAttribute gpumem.Attribute
-	// NoContext is the status with which a function marked
-	// symtab.Row.StreamContext answers a call made with no context (or
-	// device) current when it needs one after all (CUDA:
-	// CUDA_ERROR_INVALID_CONTEXT): the call is then made again with the
-	// context made current. 0: every call makes its context current first.
-	NoContext int32
+	// DirectCalls lets the backend call the functions marked
+	// symtab.Row.StreamContext for the vendor alone on an explicit stream,
+	// with no context made current before them (Backend.callOnStream says
+	// what happens when such a call fails). False: every call makes its
+	// context current first.
+	DirectCalls bool
 	// UnmapByMapping makes MemUnmap unmap a range holding several mappings
 	// one mapping at a time (HIP: clr's hipMemUnmap releases only the
 	// mapping at the start address and leaks the others).

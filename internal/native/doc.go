@@ -34,12 +34,16 @@
 //
 // The exception is a row marked symtab.Row.StreamContext for the vendor
 // (CUDA's cuMemAllocFromPoolAsync and cuMemFreeAsync), called on an explicit
-// stream: the driver takes the context from the stream and the pool or the
-// address, so the call is made alone (ccall.Call6), one foreign call less on
-// asyncpool's hot path (about 25 ns a call on an H200). The default streams
-// (handles 0, 1 and 2) stand for the current context's, and always make it
-// current; a library that answers Dialect.NoContext (CUDA_ERROR_INVALID_CONTEXT)
-// is asked again with the context made current.
+// stream by a dialect with DirectCalls: the driver takes the context from
+// the stream and the pool or the address, so the call is made alone
+// (ccall.Call6), one foreign call less (about 25 ns on an H200). This is
+// asyncpool's hot path while no capture is open (CaptureCheckTracked); its
+// guarded calls, which ask the capture status in the same transition, still
+// make the context current. The default streams (handles 0, 1 and 2) stand
+// for the current context's, and always make it current. A direct call that
+// fails for any reason but a lack of memory is made again with the context
+// current. Close does not wait for calls under way, direct or not: a call
+// that races Close may find the context released.
 //
 // Out-parameters live in cells taken from a sync.Pool: heap memory that does
 // not move while C writes into it (a Go stack may move between the moment an

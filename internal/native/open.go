@@ -42,7 +42,7 @@ func Open(d *Dialect, load Loader, path string) (*Backend, error) {
 	}
 	b.locByVal = b.fns[symtab.Advise] != 0 && d.Vendor == symtab.CUDA
 	for i := range symtab.Driver.Rows {
-		b.direct[i] = d.NoContext != 0 && symtab.Driver.Rows[i].StreamContext[d.Vendor]
+		b.direct[i] = d.DirectCalls && symtab.Driver.Rows[i].StreamContext[d.Vendor]
 	}
 	return b, nil
 }

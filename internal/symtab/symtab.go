@@ -29,7 +29,9 @@
 //   - StreamContext[v]: the function takes its context from its arguments
 //     when its stream is an explicit one, so the backend makes no context
 //     current before calling it (one foreign call less on the allocation
-//     hot path). Marked only where it has been seen on the vendor's library.
+//     hot path). Marked only where it has been seen on the vendor's library:
+//     CUDA's two stream-ordered pool calls, on an H200 with driver 580
+//     (scripts/gpu/poolcall.c).
 //
 // An empty symbol means the function does not exist for that vendor (the
 // backend reports ErrNotSupported, or has no need of it). A few rows have no
@@ -101,9 +103,10 @@ type Row struct {
 	// from its arguments (an explicit stream, a pool, an address) and not
 	// from the calling thread, when the stream is not a default one: the
 	// backend calls it without making a context current first, and makes
-	// it current only if the library answers that it needs one after all
-	// (native.Dialect.NoContext). False wherever that has not been seen on
-	// the vendor's library (scripts/gpu/poolcall.c checks it on CUDA).
+	// it current only if such a call fails for want of something other
+	// than memory (native.Dialect.DirectCalls).
+	// False wherever that has not been seen on the vendor's library
+	// (scripts/gpu/poolcall.c checks it on CUDA).
 	StreamContext [NumVendors]bool
 }
 
