@@ -81,12 +81,8 @@ func fakeFunctions() map[string]uintptr {
 			}),
 			"cuMemAllocFromPoolAsync": cb(func(p, size, pool, stream uintptr) uintptr {
 				fakeAllocs.Add(1)
-				fakeSeenCtx.Store(fakeCurrent.Load())
-				if stream == fakeNeedsCtxStream && fakeCurrent.Load() == 0 {
-					return 201
-				}
-				if stream == fakeBadStream {
-					return 1
+				if st := fakeStreamOrdered(stream); st != 0 {
+					return st
 				}
 				if size > 1<<40 {
 					return 2
@@ -96,14 +92,7 @@ func fakeFunctions() map[string]uintptr {
 			}),
 			"cuMemFreeAsync": cb(func(p, stream uintptr) uintptr {
 				fakeFrees.Add(1)
-				fakeSeenCtx.Store(fakeCurrent.Load())
-				if stream == fakeNeedsCtxStream && fakeCurrent.Load() == 0 {
-					return 201
-				}
-				if stream == fakeBadStream {
-					return 1
-				}
-				return 0
+				return fakeStreamOrdered(stream)
 			}),
 			"cuMemAllocAsync": cb(func(p, size, stream uintptr) uintptr { put[uintptr](p, 0x30000); return 0 }),
 			"cuDeviceGetAttribute": cb(func(p, attr, dev uintptr) uintptr {
@@ -188,6 +177,20 @@ const fakeNeedsCtxStream = 0x5c7c
 // fakeBadStream is a stream on which cuMemAllocFromPoolAsync and
 // cuMemFreeAsync always answer CUDA_ERROR_INVALID_VALUE.
 const fakeBadStream = 0x5b01
+
+// fakeStreamOrdered is what cuMemAllocFromPoolAsync and cuMemFreeAsync share:
+// it notes the context current at the call and answers the special streams'
+// refusals (0: go on).
+func fakeStreamOrdered(stream uintptr) uintptr {
+	fakeSeenCtx.Store(fakeCurrent.Load())
+	switch {
+	case stream == fakeNeedsCtxStream && fakeCurrent.Load() == 0:
+		return 201
+	case stream == fakeBadStream:
+		return 1
+	}
+	return 0
+}
 
 // fakeCapturing is the capture status (int32) of each capturing stream.
 var fakeCapturing sync.Map

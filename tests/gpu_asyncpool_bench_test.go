@@ -22,17 +22,7 @@ const gpuPairRounds = 11
 // or run one after the other, differ by more than what tells them apart.
 // Compare the medians of each variant's runs.
 func BenchmarkGPUAsyncPoolPair(b *testing.B) {
-	be := openGPU(b, "cuda")
-	defer be.Close()
-	s, err := be.StreamCreate(0, gpumem.StreamNonBlocking, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer be.StreamDestroy(s)
-	pool, err := be.DefaultMemPool(0)
-	if err != nil {
-		b.Fatal(err)
-	}
+	be, s, pool := openCUDAPool(b)
 	// unguarded hides the backend's guarded calls: the capture status is a
 	// backend call of its own.
 	type unguarded struct{ gpumem.Backend }
@@ -57,10 +47,12 @@ func BenchmarkGPUAsyncPoolPair(b *testing.B) {
 		if c.unguarded {
 			ab = unguarded{be}
 		}
-		if allocs[i], err = asyncpool.New(ab, o); err != nil {
+		a, err := asyncpool.New(ab, o)
+		if err != nil {
 			b.Fatal(err)
 		}
-		defer allocs[i].Close()
+		allocs[i] = a
+		defer a.Close()
 	}
 	for range gpuPairRounds {
 		b.Run("backend", func(b *testing.B) {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/ccall"
-	"github.com/gpumem/gpumem/internal/native"
 	"github.com/gpumem/gpumem/internal/symtab"
 )
 
@@ -23,18 +22,8 @@ var ctxOut uintptr
 // and free nodes and the graph launches. The rows marked
 // symtab.Row.StreamContext for CUDA rely on this.
 func TestGPUStreamOrderedWithoutContext(t *testing.T) {
-	be := openGPU(t, "cuda")
-	defer be.Close()
-	vb := be.(*native.Backend)
-	s, err := be.StreamCreate(0, gpumem.StreamNonBlocking, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.StreamDestroy(s)
-	pool, err := be.DefaultMemPool(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	vb, s, pool := openCUDAPool(t)
+	be := gpumem.Backend(vb)
 	setCurrent, _, _, err := vb.CurrentFunc(0)
 	if err != nil {
 		t.Fatal(err)
@@ -79,23 +68,7 @@ func TestGPUStreamOrderedWithoutContext(t *testing.T) {
 	}
 	const n = 1 << 20
 	t.Run("plain", func(t *testing.T) {
-		pair(t, n, func(p gpumem.Ptr) {
-			if err := be.MemsetAsync(p, 0x5a, n, s); err != nil {
-				t.Fatal(err)
-			}
-			if err := be.StreamSynchronize(s); err != nil {
-				t.Fatal(err)
-			}
-			got := make([]byte, n)
-			if err := be.CopyFromDevice(got, p); err != nil {
-				t.Fatal(err)
-			}
-			for i, v := range got {
-				if v != 0x5a {
-					t.Fatalf("byte %d = %#x after the memset, want 0x5a", i, v)
-				}
-			}
-		})
+		pair(t, n, func(p gpumem.Ptr) { fillAndCheck(t, be, s, p, n, 0x5a, "the allocation") })
 		if err := be.StreamSynchronize(s); err != nil {
 			t.Fatal(err)
 		}

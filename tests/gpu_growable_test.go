@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/gpumem/gpumem"
@@ -42,19 +41,7 @@ func TestGPUCachingGrowable(t *testing.T) {
 		t.Fatalf("not grown in place: %#x vs %#x, growths %d, device frees %d, reserved %d",
 			uintptr(q), uintptr(p), st.SegmentGrowths, st.NumDeviceFree, st.ReservedBytes[gpumem.StatAll].Current)
 	}
-	if err := b.MemsetAsync(q, 0x5a, n, s); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.StreamSynchronize(s); err != nil {
-		t.Fatal(err)
-	}
-	host := make([]byte, n)
-	if err := b.CopyFromDevice(host, q); err != nil {
-		t.Fatal(err)
-	}
-	if i := bytes.IndexFunc(host, func(r rune) bool { return r != 0x5a }); i >= 0 {
-		t.Fatalf("byte %d of the grown segment reads %#x, want 0x5a", i, host[i])
-	}
+	fillAndCheck(t, b, s, q, n, 0x5a, "the grown segment")
 	if err := a.Deallocate(q, s); err != nil {
 		t.Fatal(err)
 	}

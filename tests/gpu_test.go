@@ -36,6 +36,32 @@ func openGPU(t testing.TB, name string) gpumem.Backend {
 	return b
 }
 
+// openCUDAPool opens the CUDA backend (the test skips without a device)
+// with a non-blocking stream of device 0 (newTestStream) and the device's
+// default pool; when t ends the stream goes, then the backend closes.
+func openCUDAPool(t testing.TB) (*native.Backend, gpumem.Stream, gpumem.MemPool) {
+	t.Helper()
+	be := openGPU(t, "cuda")
+	t.Cleanup(func() { be.Close() })
+	s := newTestStream(t, be)
+	pool, err := be.DefaultMemPool(0)
+	must(t, err)
+	return be.(*native.Backend), s, pool
+}
+
+// fillAndCheck sets n bytes at p to v on s, waits for s and reads them
+// back: every byte must be v. what names the memory in a failure.
+func fillAndCheck(t testing.TB, b gpumem.Backend, s gpumem.Stream, p gpumem.Ptr, n uint64, v byte, what string) {
+	t.Helper()
+	must(t, b.MemsetAsync(p, v, n, s))
+	must(t, b.StreamSynchronize(s))
+	host := make([]byte, n)
+	must(t, b.CopyFromDevice(host, p))
+	if i := bytes.IndexFunc(host, func(r rune) bool { return r != rune(v) }); i >= 0 {
+		t.Fatalf("byte %d of %s reads %#x, want %#x", i, what, host[i], v)
+	}
+}
+
 func TestGPUCUDABasics(t *testing.T) { gpuBasics(t, openGPU(t, "cuda")) }
 func TestGPUHIPBasics(t *testing.T)  { gpuBasics(t, openGPU(t, "hip")) }
 
@@ -212,14 +238,8 @@ var gpuCaptureOut [4]uint64
 // backend (device made current and cuStreamIsCapturing in one transition),
 // and cuStreamIsCapturing and cuStreamGetCaptureInfo_v2 through ccall alone.
 func BenchmarkGPUCaptureQuery(b *testing.B) {
-	be := openGPU(b, "cuda")
-	defer be.Close()
-	vb := be.(*native.Backend)
-	s, err := be.StreamCreate(0, gpumem.StreamNonBlocking, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer be.StreamDestroy(s)
+	vb, s, _ := openCUDAPool(b)
+	be := gpumem.Backend(vb)
 	b.Run("backend.StreamCaptureInfo", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -252,20 +272,10 @@ func BenchmarkGPUCaptureQuery(b *testing.B) {
 // gets CaptureActive back and no allocation (the capture stays valid). The
 // backend knows the capture is open from its begin to its end.
 func TestGPUGuardedCalls(t *testing.T) {
-	be := openGPU(t, "cuda")
-	defer be.Close()
-	vb := be.(*native.Backend)
+	vb, s, pool := openCUDAPool(t)
+	be := gpumem.Backend(vb)
 	if !vb.GuardedCalls() {
 		t.Fatal("cuStreamIsCapturing did not resolve")
-	}
-	s, err := be.StreamCreate(0, gpumem.StreamNonBlocking, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.StreamDestroy(s)
-	pool, err := be.DefaultMemPool(0)
-	if err != nil {
-		t.Fatal(err)
 	}
 	p, st, err := vb.MallocFromPoolAsyncUncaptured(1<<20, pool, s)
 	if err != nil || st != gpumem.CaptureNone || p == 0 {

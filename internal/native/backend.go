@@ -18,10 +18,9 @@ type Backend struct {
 	fns     [symtab.NumOps]uintptr
 	missing [symtab.NumOps]error // why fns[op] is 0
 
-	direct   [symtab.NumOps]bool // called without making a context current on an explicit stream (symtab.Row.StreamContext)
-	pre      uintptr             // make-current function
-	cur      []uintptr           // per device: argument to pre (CUcontext, or ordinal)
-	handle   []int32             // per device: the vendor's device handle (CUdevice, ordinal)
+	pre      uintptr   // make-current function
+	cur      []uintptr // per device: argument to pre (CUcontext, or ordinal)
+	handle   []int32   // per device: the vendor's device handle (CUdevice, ordinal)
 	nDev     int
 	closed   atomic.Bool
 	names    sync.Map // int -> string

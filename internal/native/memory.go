@@ -7,9 +7,11 @@ import (
 	"github.com/gpumem/gpumem/internal/symtab"
 )
 
-func (b *Backend) allocOut(dev int, op symtab.Op, a2, a3, a4 uintptr) (gpumem.Ptr, error) {
+// allocOut calls op(out, a2, a3, a4) on on's device, ordered on on for the
+// stream-ordered ops (callOnStream), and returns what it wrote to out.
+func (b *Backend) allocOut(on gpumem.Stream, op symtab.Op, a2, a3, a4 uintptr) (gpumem.Ptr, error) {
 	c := getCell()
-	err := b.call(dev, op, c.addr(0), a2, a3, a4, 0, 0)
+	err := b.callOnStream(on, op, c.addr(0), a2, a3, a4, 0, 0)
 	p := c[0]
 	putCell(c)
 	if err != nil {
@@ -20,7 +22,7 @@ func (b *Backend) allocOut(dev int, op symtab.Op, a2, a3, a4 uintptr) (gpumem.Pt
 
 // Malloc allocates device memory.
 func (b *Backend) Malloc(dev int, size uint64) (gpumem.Ptr, error) {
-	return b.allocOut(dev, symtab.Malloc, uintptr(size), 0, 0)
+	return b.allocOut(gpumem.Stream{Device: dev}, symtab.Malloc, uintptr(size), 0, 0)
 }
 
 // Free frees device memory.
@@ -30,7 +32,7 @@ func (b *Backend) Free(dev int, p gpumem.Ptr) error {
 
 // MallocHost allocates portable page-locked host memory.
 func (b *Backend) MallocHost(size uint64) (gpumem.Ptr, error) {
-	return b.allocOut(0, symtab.MallocHost, uintptr(size), HostAllocPortable, 0)
+	return b.allocOut(gpumem.Stream{}, symtab.MallocHost, uintptr(size), HostAllocPortable, 0)
 }
 
 // FreeHost frees page-locked host memory.
@@ -40,7 +42,7 @@ func (b *Backend) FreeHost(p gpumem.Ptr) error {
 
 // MallocManaged allocates managed memory attached globally.
 func (b *Backend) MallocManaged(dev int, size uint64) (gpumem.Ptr, error) {
-	return b.allocOut(dev, symtab.MallocManaged, uintptr(size), MemAttachGlobal, 0)
+	return b.allocOut(gpumem.Stream{Device: dev}, symtab.MallocManaged, uintptr(size), MemAttachGlobal, 0)
 }
 
 // location encodes loc for the vendor: packed CUmemLocation (by value) or a

@@ -41,9 +41,6 @@ func Open(d *Dialect, load Loader, path string) (*Backend, error) {
 		d.Refine(b)
 	}
 	b.locByVal = b.fns[symtab.Advise] != 0 && d.Vendor == symtab.CUDA
-	for i := range symtab.Driver.Rows {
-		b.direct[i] = d.DirectCalls && symtab.Driver.Rows[i].StreamContext[d.Vendor]
-	}
 	return b, nil
 }
 

@@ -192,19 +192,12 @@ func (b *Backend) MemPoolGetAccess(p gpumem.MemPool, dev int) (gpumem.Access, er
 
 // MallocAsync allocates from the stream's device's current pool.
 func (b *Backend) MallocAsync(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
-	return b.allocOut(s.Device, symtab.MallocAsync, uintptr(size), s.Handle, 0)
+	return b.allocOut(s, symtab.MallocAsync, uintptr(size), s.Handle, 0)
 }
 
 // MallocFromPoolAsync allocates from pool p, ordered on s.
 func (b *Backend) MallocFromPoolAsync(size uint64, p gpumem.MemPool, s gpumem.Stream) (gpumem.Ptr, error) {
-	c := getCell()
-	err := b.callOnStream(s, symtab.MallocFromPoolAsync, c.addr(0), uintptr(size), p.Handle, s.Handle, 0, 0)
-	out := c[0]
-	putCell(c)
-	if err != nil {
-		return 0, err
-	}
-	return gpumem.Ptr(out), nil
+	return b.allocOut(s, symtab.MallocFromPoolAsync, uintptr(size), p.Handle, s.Handle)
 }
 
 // FreeAsync frees stream-ordered memory once s reaches this point.
