@@ -5,7 +5,7 @@
 # anchors in one go, writes full logs to $OUT (default /tmp/gpumem-gpu) and
 # prints a short table last.
 #
-#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|snapshot|record|bench|kernels|transition|telemetry|sleep|collectives|blas]
+#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|footprints|snapshot|record|bench|kernels|transition|telemetry|sleep|collectives|blas]
 set -uo pipefail
 G=${G:-.gpu/final}
 OUT=${OUT:-/tmp/gpumem-gpu}
@@ -27,7 +27,7 @@ rm -f "$W"/*.trace
 for t in "${TRACES:-$G/traces}"/*.trace.gz; do zcat "$t" >"$W/$(basename "$t" .gz)"; done
 traces=$(ls $W/*.trace)
 
-if [ "$what" = all ] || [ "$what" = anchors ] || [ "$what" = replay ] || [ "$what" = asyncpool ]; then
+if [ "$what" = all ] || [ "$what" = anchors ] || [ "$what" = replay ] || [ "$what" = asyncpool ] || [ "$what" = footprints ]; then
 	nvcc -O2 -o $W/drvbench $G/anchors/drvbench.c -lcuda 2>&1 | tail -5
 	$W/drvbench >"$OUT/drvbench.txt" 2>&1
 	grep -E 'driver_version|loop_ns|bw_GBps pinned|bw_GBps managed|lat_us cuMemAllocAsync' "$OUT/drvbench.txt" | sed 's/^/anchor: /' | tee -a "$summary"
@@ -60,6 +60,18 @@ if [ "$what" = all ] || [ "$what" = replay ]; then
 	done
 	sed 's/^/anchor: /' "$OUT/ptreplay.jsonl" | tee -a "$summary"
 	sed 's/^/gpumem: /' "$OUT/replay.jsonl" | tee -a "$summary"
+fi
+
+if [ "$what" = footprints ]; then
+	# The anchors' footprints alone, one round (a footprint is the same in
+	# every round): PyTorch native, PyTorch expandable and the driver pool
+	# on each trace, for testdata/phase/anchors.jsonl.
+	for t in $traces; do
+		PYTORCH_CUDA_ALLOC_CONF= $W/ptreplay "$t" torch >>"$OUT/ptreplay.jsonl" 2>&1
+		PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $W/ptreplay "$t" torch >>"$OUT/ptreplay.jsonl" 2>&1
+		$W/ptreplay "$t" driverpool >>"$OUT/ptreplay.jsonl" 2>&1
+	done
+	sed 's/^/anchor: /' "$OUT/ptreplay.jsonl" | tee -a "$summary"
 fi
 
 if [ "$what" = asyncpool ]; then

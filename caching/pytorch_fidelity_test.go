@@ -1,0 +1,199 @@
+package caching
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gpumem/gpumem/trace"
+)
+
+// phaseAnchor is one line of testdata/phase/anchors.jsonl: a workload's
+// floor (peak of live requested bytes) and the peak reserved bytes of
+// PyTorch's allocator, natively and with expandable segments, and of the
+// driver's stream-ordered pool, measured on an H200 by replaying the
+// workload (testdata/README.md says how).
+type phaseAnchor struct {
+	Trace             string `json:"trace"`
+	PeakRequested     uint64 `json:"peak_requested"`
+	PyTorch           uint64 `json:"pytorch"`
+	PyTorchExpandable uint64 `json:"pytorch_expandable"`
+	DriverPool        uint64 `json:"driver_pool"`
+}
+
+func loadPhaseAnchors(t *testing.T) []phaseAnchor {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "testdata", "phase", "anchors.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []phaseAnchor
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var a phaseAnchor
+		if err := json.Unmarshal(sc.Bytes(), &a); err != nil {
+			t.Fatalf("anchors.jsonl: %q: %v", sc.Text(), err)
+		}
+		out = append(out, a)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) == 0 {
+		t.Fatal("anchors.jsonl lists no workload")
+	}
+	return out
+}
+
+// The zero Options are PyTorch's caching allocator, and the zero Options
+// with ExpandableSegments PyTorch's expandable segments: replayed on the
+// simulator, fifty-four workloads that no policy here was tuned on reserve
+// at their peak exactly the bytes that PyTorch 2.11's own allocator reserved
+// for them on an H200. So the simulator measures a policy against two of
+// the three anchors on any trace, with no GPU; the driver pool's placement
+// is the driver's own and is not modelled. The project's configurations are
+// held to what they do now: expandable segments under both PyTorch's native
+// footprint and the driver pool's on every workload (above PyTorch's
+// expandable segments on five, by at most 1.3 % of the floor, which the test
+// logs), the default under PyTorch's native footprint on all but the
+// workloads of defaultAbovePyTorch.
+func TestPyTorchFootprintsOnPhaseWorkloads(t *testing.T) {
+	anchors := loadPhaseAnchors(t)
+	if raceOn {
+		anchors = anchors[:1] // the race run replays one workload
+	}
+	for _, an := range anchors {
+		tr, err := trace.ReadFile(filepath.Join("..", "testdata", "phase", an.Trace+".trace.gz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name string
+			opts Options
+			want uint64 // exact peak reserved, if not 0
+			max  uint64 // bound on peak reserved otherwise
+		}{
+			{"pytorch", Options{}, an.PyTorch, 0},
+			{"pytorch expandable", Options{ExpandableSegments: true}, an.PyTorchExpandable, 0},
+			{"default", DefaultOptions(), 0, defaultBound(an)},
+			{"expandable", expandableOptions(), 0, min(an.PyTorch, an.DriverPool)},
+		} {
+			b, streams := replayBackend(t)
+			r := replay(t, b, c.opts, tr, streams)
+			if r.peakRequested != an.PeakRequested {
+				t.Errorf("%s %s: peak requested %d, want the floor %d", an.Trace, c.name, r.peakRequested, an.PeakRequested)
+			}
+			t.Logf("%s %-18s peak reserved %d (%.4f of the floor; PyTorch %.4f, expandable %.4f, driver pool %.4f)", an.Trace, c.name,
+				r.peakReserved, ratio(r.peakReserved, an.PeakRequested), ratio(an.PyTorch, an.PeakRequested),
+				ratio(an.PyTorchExpandable, an.PeakRequested), ratio(an.DriverPool, an.PeakRequested))
+			switch {
+			case c.want != 0 && r.peakReserved != c.want:
+				t.Errorf("%s %s: peak reserved %d on the simulator, %d on the H200", an.Trace, c.name, r.peakReserved, c.want)
+			case c.max != 0 && r.peakReserved > c.max:
+				t.Errorf("%s %s: peak reserved %d, above %d", an.Trace, c.name, r.peakReserved, c.max)
+			case c.name == "default" && defaultAbovePyTorch[an.Trace] != 0 && r.peakReserved <= an.PyTorch:
+				t.Errorf("%s default: peak reserved %d, now at or under PyTorch's %d: take it out of defaultAbovePyTorch", an.Trace, r.peakReserved, an.PyTorch)
+			}
+		}
+	}
+}
+
+func ratio(a, b uint64) float64 { return float64(a) / float64(b) }
+
+// defaultAbovePyTorch lists the workloads on which the default
+// configuration reserves more than PyTorch's native allocator, with what it
+// reserves there on the H200 (docs/gpu-results.md), its bound in the test:
+// a change that makes it worse fails, and so does one that brings it under
+// PyTorch's, so that the list stays true. Regular segments cannot be
+// defragmented: on r107 the larger segments and release before growth
+// leave the 1 GiB block of each pass no free segment to reuse, and each
+// pass makes a new one.
+var defaultAbovePyTorch = map[string]uint64{
+	"r107": 3932160000, // 1.536 of the floor against PyTorch's 1.470
+}
+
+// defaultBound is the most the default configuration may reserve on a.
+func defaultBound(a phaseAnchor) uint64 {
+	if b, ok := defaultAbovePyTorch[a.Trace]; ok {
+		return b
+	}
+	return a.PyTorch
+}
+
+// BenchmarkAgainstPyTorch replays every trace (*.trace.gz) of the folder
+// named by GPUMEM_SWEEP_DIR through PyTorch's two configurations and the
+// project's two on the simulator, which reproduces PyTorch's footprints
+// (above), and reports on how many the project's exceed PyTorch's, by how
+// much at worst, and their device calls against PyTorch's: a policy's check
+// on as many unseen workloads as one generates, with no GPU. For example:
+//
+//	python3 scripts/phase_traces.py 200 400 DIR
+//	for f in DIR/*.trace; do scripts/gpu/repeat_trace.py 3 $f DIR/$(basename $f).gz; done
+//	GPUMEM_SWEEP_DIR=DIR go test ./caching -run '^$' -bench AgainstPyTorch -benchtime 1x
+//
+// The driver pool's footprint is the third anchor of the GPU runs; it is
+// not modelled, so a workload here can be under both of PyTorch's and above
+// the driver pool's.
+func BenchmarkAgainstPyTorch(b *testing.B) {
+	dir := os.Getenv("GPUMEM_SWEEP_DIR")
+	if dir == "" {
+		b.Skip("GPUMEM_SWEEP_DIR names no folder of traces")
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.trace.gz"))
+	if err != nil || len(files) == 0 {
+		b.Fatalf("no *.trace.gz in %s (%v)", dir, err)
+	}
+	type side struct {
+		name    string
+		opts    Options
+		against int // index of the PyTorch configuration it is held to
+		above   int
+		worst   float64
+		calls   int64
+		ptCalls int64
+		ptWorse int // workloads where PyTorch's configuration reserves more
+	}
+	sides := []*side{
+		{name: "pytorch", opts: Options{}},
+		{name: "pytorch-expandable", opts: Options{ExpandableSegments: true}},
+		{name: "default", opts: DefaultOptions(), against: 0},
+		{name: "expandable", opts: expandableOptions(), against: 1},
+	}
+	for range b.N {
+		for _, f := range files {
+			tr, err := trace.ReadFile(f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var peak [4]uint64
+			var calls [4]int64
+			for i, s := range sides {
+				bk, streams := replayBackend(b)
+				r := replay(b, bk, s.opts, tr, streams)
+				peak[i], calls[i] = r.peakReserved, r.stats.NumDeviceAlloc+r.stats.NumDeviceFree
+			}
+			for i, s := range sides[2:] {
+				i += 2
+				rel := ratio(peak[i], peak[s.against])
+				if rel > 1 {
+					s.above++
+				} else if rel < 1 {
+					s.ptWorse++
+				}
+				s.worst = max(s.worst, rel)
+				s.calls += calls[i]
+				s.ptCalls += calls[s.against]
+			}
+		}
+	}
+	n := float64(len(files) * b.N)
+	for _, s := range sides[2:] {
+		b.ReportMetric(float64(s.above)/n*100, s.name+"-above-%")
+		b.ReportMetric(float64(s.ptWorse)/n*100, s.name+"-under-%")
+		b.ReportMetric(s.worst, s.name+"-worst-ratio")
+		b.ReportMetric(float64(s.calls)/float64(max(s.ptCalls, 1)), s.name+"-calls-ratio")
+	}
+}
