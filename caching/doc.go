@@ -162,9 +162,20 @@
 // Placement in an expandable segment minimizes mapping, not address space.
 // When the best fit by size would need chunks mapped, the smallest free
 // block of the segment that holds the request on chunks already mapped is
-// taken instead, the request placed at the end of the block's mapped run
-// (the block split in front of it), so that what it leaves of the run stays
-// joined to the rest of the block. The argument: in a virtual range of
+// taken instead. The request goes at the start of the block's mapped run if
+// the run starts the block, else at the run's end (the block split in front
+// of it), so that what it leaves of the run stays joined to the rest of the
+// block in one free block; a run cut off on the far side of the request
+// would be a mapped sliver that only a small request can use, and a chunk
+// partly used by such a request cannot move. Over 400 generated workloads
+// whose footprints under PyTorch and the driver pool were measured on an
+// H200 (testdata/phase/generated-anchors.jsonl, BenchmarkAgainstPyTorch),
+// taking the run's start where it starts the block, instead of always its
+// end, cut the workloads above the best anchor's footprint from 58 to 42
+// and the device calls' cost by 2-3 % on the median workload and 8 % on
+// the dearest; on the recorded traces it is the same on four, cheaper on
+// mix2 and dearer on the U-Net (docs/gpu-results.md). The argument for
+// mapped memory first: in a virtual range of
 // twice the device, address space costs nothing and physical memory and
 // device calls cost everything. A mapping is a create or a move (an unmap
 // elsewhere) plus an access grant, tens of microseconds each on a GPU (the
@@ -177,12 +188,15 @@
 // mapped (the best fit by size wins a tie): a workload that alternates
 // phases finds the places its blocks had before as ghosts and maps nothing
 // there, where the best fit by size would map and move chunks again on
-// every pass. Three passes of the U-Net trace make 1,602 device calls
-// against 1,899 for the best fit, with a footprint no larger. Over four
-// passes of forty random phase workloads (scripts/phase_traces.py 0 40)
-// they make 20,301, against 23,526 for ghosts with the best fit (commit
-// 485fc03) and 28,544 before ghosts (7c6b303); the footprint is better than
-// before ghosts on eleven workloads and worse on five, by at most 0.8 % of
+// every pass. Over the fifty-four phase workloads of testdata/phase (three
+// passes each) the window search makes 16,065 device calls against 17,968
+// for the best fit alone, fewer on 28 workloads and more on 10, with no
+// larger a footprint in all; on three passes of the recorded U-Net it makes
+// more (1,849 against 1,522). Earlier, over four passes of forty random
+// phase workloads (scripts/phase_traces.py 0 40), ghosts and the window
+// search made 20,301 calls against 23,526 for ghosts with the best fit
+// (commit 485fc03) and 28,544 before ghosts (7c6b303); the footprint was
+// better than before ghosts on eleven workloads and worse on five, by at most 0.8 % of
 // the floor. The moves themselves unmap runs of
 // consecutive free chunks in one call, and take chunks of the size being
 // mapped first (moved, not released and created again), then segments in

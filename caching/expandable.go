@@ -605,14 +605,20 @@ func (a *Allocator) ExpandableActive() (bool, string) {
 }
 
 // mappedRun returns an offset within free block b at which n bytes lie
-// wholly on mapped chunks, if there is one: the end of the first mapped run
-// (within b) that is long enough, so that what the request leaves of the
-// run stays next to the rest of the block, one free block, rather than a
-// mapped sliver between the request and the next block.
+// wholly on mapped chunks, if there is one, in the first mapped run (within
+// b) that is long enough: at the run's start if the run starts the block,
+// else at its end. Either way what the request leaves of the run stays
+// joined to the rest of the block, one free block, rather than a mapped
+// sliver cut off on the far side of the request. (A run in the middle of the
+// block leaves a piece on each side whichever end it takes; it takes the
+// end.)
 func (e *expandable) mappedRun(b *block, n uint64) (at uint64, ok bool) {
 	e.eachMappedRun(b, func(off, size uint64) bool {
 		if size >= n {
 			at, ok = off+size-n, true
+			if off == 0 {
+				at = 0
+			}
 		}
 		return !ok
 	})
@@ -644,8 +650,8 @@ func (e *expandable) eachMappedRun(b *block, fn func(off, n uint64) bool) {
 // pool (taken out of its tree), for the smallest free block of its segment
 // (b included) that holds rounded bytes on chunks already mapped, if b's
 // first rounded bytes would need chunks mapped and such a block exists; the
-// request goes at the end of the block's first long enough mapped run,
-// the block split in front of it. In an
+// request goes in the block's first long enough mapped run, where mappedRun
+// says, the block split in front of it. In an
 // expandable segment what costs is physical memory and the calls that map
 // it, not address space: mapped memory serves the request with no device
 // call and no growth of reserved memory, where the best fit by size would

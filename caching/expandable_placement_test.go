@@ -150,7 +150,7 @@ const chunk20 = 20 << 20 // the large pool's chunk (LargeBuffer)
 
 // A request that fits both an unmapped hole (the best fit by size) and a
 // larger free block on mapped chunks takes the mapped one: no device call,
-// no growth.
+// no growth. The block is mapped from its start, so the request goes there.
 func TestExpandablePrefersMappedBlock(t *testing.T) {
 	f := newExpandableFixture(t)
 	a := f.alloc(3 * chunk20) // chunks 0-2
@@ -164,8 +164,8 @@ func TestExpandablePrefersMappedBlock(t *testing.T) {
 	f.free(c) // five free mapped chunks
 	before, res := f.c.counts(), f.reserved()
 	p := f.alloc(3 * chunk20)
-	if want := c + 2*chunk20; p != want { // the end of the mapped run
-		t.Errorf("3 chunks went to %#x, want the end of the mapped free block at %#x (the hole is at %#x)", uintptr(p), uintptr(want), uintptr(a))
+	if p != c { // the start of the mapped run, which starts the block
+		t.Errorf("3 chunks went to %#x, want the start of the mapped free block at %#x (the hole is at %#x)", uintptr(p), uintptr(c), uintptr(a))
 	}
 	if after := f.c.counts(); after != before {
 		t.Errorf("creates, maps, unmaps, grants went %v -> %v; want no device call", before, after)
@@ -176,6 +176,47 @@ func TestExpandablePrefersMappedBlock(t *testing.T) {
 	f.free(p)
 	f.free(b)
 	f.free(d)
+}
+
+// A free block whose mapped chunks start it and unmapped ones follow (a
+// freed mapped block merged with an unmapped hole after it) serves the
+// request at its start, so that what the request leaves of the run stays
+// joined to the hole, one free block, rather than a mapped chunk cut off in
+// front of the request.
+func TestExpandableUsesLeadingMappedRun(t *testing.T) {
+	f := newExpandableFixture(t)
+	h := f.alloc(5 * chunk20) // chunks 0-4: the hole to come, the best fit by size
+	k := f.alloc(chunk20)     // chunk 5
+	x := f.alloc(5 * chunk20) // chunks 6-10
+	y := f.alloc(3 * chunk20) // chunks 11-13
+	z := f.alloc(chunk20)     // chunk 14
+	f.free(h)
+	f.free(y)
+	if err := f.a.EmptyCache(); err != nil { // unmaps chunks 0-4 and 11-13
+		t.Fatal(err)
+	}
+	f.free(x) // merges with the hole after it: mapped 6-10, unmapped 11-13
+	before, res := f.c.counts(), f.reserved()
+	p := f.alloc(4 * chunk20)
+	if p != x {
+		t.Errorf("4 chunks went to %#x, want the start of the leading mapped run at %#x (the end would be %#x, the hole %#x)",
+			uintptr(p), uintptr(x), uintptr(x+chunk20), uintptr(h))
+	}
+	if after := f.c.counts(); after != before {
+		t.Errorf("creates, maps, unmaps, grants went %v -> %v; want no device call", before, after)
+	}
+	if r := f.reserved(); r != res {
+		t.Errorf("reserved %d -> %d; want no growth", res, r)
+	}
+	// What is left, chunk 10 and the hole 11-13, is one free block of four
+	// chunks, now the best fit for four: the next request takes it.
+	q := f.alloc(4 * chunk20)
+	if want := x + 4*chunk20; q != want {
+		t.Errorf("the next 4 chunks went to %#x, want the rest of the run and the hole after it at %#x", uintptr(q), uintptr(want))
+	}
+	for _, b := range []gpumem.Ptr{p, q, k, z} {
+		f.free(b)
+	}
 }
 
 // A free block whose mapped chunks start inside it (an unmapped hole merged
