@@ -173,8 +173,10 @@
 // taking the run's start where it starts the block, instead of always its
 // end, cut the workloads above the best anchor's footprint from 58 to 42
 // and the device calls' cost by 2-3 % on the median workload and 8 % on
-// the dearest; on the recorded traces it is the same on four, cheaper on
-// mix2 and dearer on the U-Net (docs/gpu-results.md). The argument for
+// the dearest. On one pass of the recorded traces it leaves the footprint
+// the same on five and lower on the U-Net (1.021 to 1.019 of the floor), and
+// makes 10 % fewer device calls on mix2, 6 % more on the U-Net and about as
+// many on the others (docs/gpu-results.md). The argument for
 // mapped memory first: in a virtual range of
 // twice the device, address space costs nothing and physical memory and
 // device calls cost everything. A mapping is a create or a move (an unmap

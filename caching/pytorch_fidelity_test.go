@@ -63,7 +63,7 @@ func readPhaseAnchors(t testing.TB, path string) []phaseAnchor {
 // is the driver's own and is not modelled. The project's configurations are
 // held to what they do now: expandable segments under both PyTorch's native
 // footprint and the driver pool's on every workload (above PyTorch's
-// expandable segments on five, by at most 1.3 % of the floor, which the test
+// expandable segments on four, by at most 1.3 % of the floor, which the test
 // logs), the default under PyTorch's native footprint on all but the
 // workloads of defaultAbovePyTorch.
 func TestPyTorchFootprintsOnPhaseWorkloads(t *testing.T) {
