@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/trace"
 )
 
 // ghostFixture: an expandable fixture after a growth that moved chunks
@@ -359,17 +357,11 @@ func TestExpandableWindowSearchSavesDeviceCalls(t *testing.T) {
 	anchors := loadPhaseAnchors(t)
 	var calls, peaks [2]int64
 	fewer, more := 0, 0
+	bestFit := expandableOptions()
+	bestFit.bestFitOnly = true
 	for _, an := range anchors {
-		tr, err := trace.ReadFile(filepath.Join("..", "testdata", "phase", an.Trace+".trace.gz"))
-		if err != nil {
-			t.Fatal(err)
-		}
 		var c [2]int64
-		for i, bestFitOnly := range []bool{false, true} {
-			opts := expandableOptions()
-			opts.bestFitOnly = bestFitOnly
-			b, streams := replayBackend(t)
-			r := replay(t, b, opts, tr, streams)
+		for i, r := range replayEach(t, phaseTrace(t, an.Trace), expandableOptions(), bestFit) {
 			c[i] = r.stats.NumDeviceAlloc + r.stats.NumDeviceFree
 			calls[i] += c[i]
 			peaks[i] += int64(r.peakReserved)

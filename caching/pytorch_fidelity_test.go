@@ -28,6 +28,27 @@ func loadPhaseAnchors(t *testing.T) []phaseAnchor {
 	return readPhaseAnchors(t, filepath.Join("..", "testdata", "phase", "anchors.jsonl"))
 }
 
+// phaseTrace reads the workload name of testdata/phase.
+func phaseTrace(t testing.TB, name string) *trace.Trace {
+	t.Helper()
+	tr, err := trace.ReadFile(filepath.Join("..", "testdata", "phase", name+".trace.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// replayEach replays tr once under each of opts, each on a fresh simulator.
+func replayEach(t testing.TB, tr *trace.Trace, opts ...Options) []replayResult {
+	t.Helper()
+	out := make([]replayResult, len(opts))
+	for i, o := range opts {
+		b, streams := replayBackend(t)
+		out[i] = replay(t, b, o, tr, streams)
+	}
+	return out
+}
+
 // readPhaseAnchors reads a file of anchors in anchors.jsonl's format.
 func readPhaseAnchors(t testing.TB, path string) []phaseAnchor {
 	t.Helper()
@@ -72,23 +93,18 @@ func TestPyTorchFootprintsOnPhaseWorkloads(t *testing.T) {
 		anchors = anchors[:1] // the race run replays one workload
 	}
 	for _, an := range anchors {
-		tr, err := trace.ReadFile(filepath.Join("..", "testdata", "phase", an.Trace+".trace.gz"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range []struct {
+		runs := replayEach(t, phaseTrace(t, an.Trace), sweepOptions()...)
+		for i, c := range []struct {
 			name string
-			opts Options
 			want uint64 // exact peak reserved, if not 0
 			max  uint64 // bound on peak reserved otherwise
 		}{
-			{"pytorch", Options{}, an.PyTorch, 0},
-			{"pytorch expandable", Options{ExpandableSegments: true}, an.PyTorchExpandable, 0},
-			{"default", DefaultOptions(), 0, defaultBound(an)},
-			{"expandable", expandableOptions(), 0, min(an.PyTorch, an.DriverPool)},
+			{"pytorch", an.PyTorch, 0},
+			{"pytorch expandable", an.PyTorchExpandable, 0},
+			{"default", 0, defaultBound(an)},
+			{"expandable", 0, min(an.PyTorch, an.DriverPool)},
 		} {
-			b, streams := replayBackend(t)
-			r := replay(t, b, c.opts, tr, streams)
+			r := runs[i]
 			if r.peakRequested != an.PeakRequested {
 				t.Errorf("%s %s: peak requested %d, want the floor %d", an.Trace, c.name, r.peakRequested, an.PeakRequested)
 			}
@@ -108,6 +124,13 @@ func TestPyTorchFootprintsOnPhaseWorkloads(t *testing.T) {
 }
 
 func ratio(a, b uint64) float64 { return float64(a) / float64(b) }
+
+// sweepOptions are the four configurations the phase workloads are replayed
+// under, in this order: PyTorch's native allocator, PyTorch's expandable
+// segments, the project's default and its expandable segments.
+func sweepOptions() []Options {
+	return []Options{{}, {ExpandableSegments: true}, DefaultOptions(), expandableOptions()}
+}
 
 // defaultAbovePyTorch lists the workloads on which the default
 // configuration reserves more than PyTorch's native allocator, with what it
@@ -164,7 +187,6 @@ func BenchmarkAgainstPyTorch(b *testing.B) {
 	}
 	type side struct {
 		name    string
-		opts    Options
 		against int // index of the PyTorch configuration it is held to
 		above   int
 		under   int // workloads where PyTorch's configuration reserves more
@@ -175,11 +197,11 @@ func BenchmarkAgainstPyTorch(b *testing.B) {
 		aboveBest int
 		worstBest float64
 	}
-	sides := []*side{
-		{name: "pytorch", opts: Options{}},
-		{name: "pytorch-expandable", opts: Options{ExpandableSegments: true}},
-		{name: "default", opts: DefaultOptions(), against: 0},
-		{name: "expandable", opts: expandableOptions(), against: 1},
+	sides := []*side{ // as sweepOptions
+		{name: "pytorch"},
+		{name: "pytorch-expandable"},
+		{name: "default", against: 0},
+		{name: "expandable", against: 1},
 	}
 	checked := 0
 	for range b.N {
@@ -190,9 +212,7 @@ func BenchmarkAgainstPyTorch(b *testing.B) {
 			}
 			var peak [4]uint64
 			var calls [4]int64
-			for i, s := range sides {
-				bk, streams := replayBackend(b)
-				r := replay(b, bk, s.opts, tr, streams)
+			for i, r := range replayEach(b, tr, sweepOptions()...) {
 				peak[i], calls[i] = r.peakReserved, r.stats.NumDeviceAlloc+r.stats.NumDeviceFree
 			}
 			an, gpu := measured[strings.TrimSuffix(strings.TrimSuffix(filepath.Base(f), ".gz"), ".trace")]
