@@ -111,6 +111,30 @@ var anchors = map[string]struct {
 	"unet":    {14550414906, 1.259, 1.029},
 	"kvserve": {747544576, 1.327, 1.032},
 	"cnn":     {5425316872, 2.751, 1.009},
+	// The traces recorded on 2026-11-25, after the policies were set
+	// (testdata/README.md); anchors from the H200 replays of the same day
+	// (docs/gpu-results.md), to four places.
+	"vit":      {8994486112, 1.2754, 1.0054},
+	"moe":      {16956573928, 1.0877, 1.0141},
+	"beam":     {749432168, 1.1502, 1.0634},
+	"prefetch": {2595767519, 1.5698, 1.0851},
+}
+
+// aboveAnchor lists the replays that reserve more than TestReplay's bound
+// (PyTorch native's footprint for the default, the best anchor's for
+// expandable segments), with what they reserve on the H200 (the simulator
+// gives the same bytes: TestSimMatchesGPUReplays): a change that makes one
+// worse fails, and so does one that brings it under its bound, so that the
+// list stays true. All three are on traces recorded after the policies
+// were set; docs/gpu-results.md gives the mechanism and the variants tried.
+var aboveAnchor = map[string]uint64{
+	// Beam search's caches grow by a few hundred KiB a token: requests just
+	// over 16 MiB, one to a 20 MiB chunk, that a chunk partly used by
+	// smaller blocks cannot take, and that regular segments fit only by
+	// growing.
+	"beam/default":    905969664,  // 1.209 of the floor; PyTorch native 1.150
+	"beam/expandable": 824180736,  // 1.100; PyTorch expandable 1.063
+	"vit/expandable":  9105833984, // 1.012; PyTorch expandable 1.005
 }
 
 func expandableOptions() Options {
@@ -132,7 +156,7 @@ func TestReplay(t *testing.T) {
 		{"default", DefaultOptions(), func(p, _ float64) float64 { return p }},
 		{"expandable", expandableOptions(), func(_, b float64) float64 { return b }},
 	}
-	names := []string{"gpt2", "mix2", "pytorch-gpt", "unet", "kvserve", "cnn"}
+	names := []string{"gpt2", "mix2", "pytorch-gpt", "unet", "kvserve", "cnn", "vit", "moe", "beam", "prefetch"}
 	if raceOn {
 		names, confs = names[1:2], confs[1:2] // the race run checks the default configuration on one trace
 	}
@@ -148,8 +172,17 @@ func TestReplay(t *testing.T) {
 			over := float64(r.peakReserved) / float64(r.peakRequested)
 			t.Logf("%s %-24s peak_reserved %d overhead %.4f (anchors: pytorch %.3f, best %.3f) device_allocs %d device_frees %d cross_stream_reuses %d",
 				name, c.name, r.peakReserved, over, an.pytorch, an.best, r.stats.NumDeviceAlloc, r.stats.NumDeviceFree, r.stats.CrossStreamReuses)
+			if pinned, ok := aboveAnchor[name+"/"+c.name]; ok {
+				if r.peakReserved != pinned {
+					t.Errorf("%s %s: peak reserved %d, pinned at %d (above its anchor): update aboveAnchor", name, c.name, r.peakReserved, pinned)
+				}
+				if over < c.bound(an.pytorch, an.best) {
+					t.Errorf("%s %s: overhead %.4f, now under its bound: take it off aboveAnchor", name, c.name, over)
+				}
+				continue
+			}
 			if bound := c.bound(an.pytorch, an.best); over >= bound {
-				t.Errorf("%s %s: overhead %.4f, want below %.3f", name, c.name, over, bound)
+				t.Errorf("%s %s: overhead %.4f, want below %.4f", name, c.name, over, bound)
 			}
 		}
 	}

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Records PyTorch memory snapshots of three real programs of other kinds
-than the bundled traces' (which are GPT training), for the replays:
+"""Records PyTorch memory snapshots of real programs of other kinds than the
+bundled traces' (which are GPT training), for the replays:
 
   unet     a diffusion U-Net (convolutions, group norm, attention at the
            lowest resolution, skip connections) trained as a denoiser,
@@ -12,6 +12,20 @@ than the bundled traces' (which are GPT training), for the replays:
   cnn      a residual convolutional network trained with a batch size that
            changes every step (a data loader's tail batches, a scheduler
            that ramps the batch), SGD with momentum, channels-last, bf16
+  vit      a vision transformer trained at a resolution and micro-batch
+           drawn anew every step, with gradient accumulation over one to
+           four micro-batches and an evaluation pass every eighth step
+  moe      a decoder whose feed-forward layers are a mixture of eight
+           experts with top-2 routing, trained on batches of changing
+           sequence length: every expert's share of the tokens, so the
+           size of its tensors, depends on the data
+  beam     beam search from a decoder: prompts of different lengths, two to
+           eight beams, the key/value cache reordered (index_select) and
+           grown at every token
+  prefetch the convolutional network trained on two streams: a side stream
+           copies the next batch from pinned host memory and normalizes it
+           while the current batch trains, and the training stream takes
+           it over (wait_stream, record_stream)
 
 Weights and data are random: the allocation pattern, not the numbers, is
 what is recorded. Usage (a machine with PyTorch and a CUDA GPU):
@@ -242,7 +256,206 @@ def cnn(dev, steps):
         del x, y, loss
 
 
-WORKLOADS = {"unet": (unet, 40), "kvserve": (kvserve, 12), "cnn": (cnn, 40)}
+# ---- vit ----------------------------------------------------------------------
+
+class ViTBlock(nn.Module):
+    def __init__(self, w, heads):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(w), nn.LayerNorm(w)
+        self.attn = nn.MultiheadAttention(w, heads, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(w, 4 * w), nn.GELU(), nn.Linear(4 * w, w))
+
+    def forward(self, x):
+        h = self.ln1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.mlp(self.ln2(x))
+
+
+class ViT(nn.Module):
+    def __init__(self, w=768, depth=12, heads=12, patch=16, most=288, classes=1000):
+        super().__init__()
+        self.embed = nn.Conv2d(3, w, patch, patch)
+        self.cls = nn.Parameter(torch.zeros(1, 1, w))
+        self.pos = nn.Parameter(torch.zeros(1, (most // patch) ** 2 + 1, w))
+        self.blocks = nn.ModuleList(ViTBlock(w, heads) for _ in range(depth))
+        self.ln, self.head = nn.LayerNorm(w), nn.Linear(w, classes)
+
+    def forward(self, x):
+        x = self.embed(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1)
+        x = x + self.pos[:, : x.shape[1]]
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.ln(x[:, 0]))
+
+
+def vit(dev, steps):
+    model = ViT().to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    for step in range(steps):
+        side = random.choice([160, 224, 288])
+        micro = random.choice([16, 32, 64])
+        accum = random.choice([1, 2, 4])
+        for _ in range(accum):
+            x = torch.randn(micro, 3, side, side, device=dev)
+            y = torch.randint(0, 1000, (micro,), device=dev)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = F.cross_entropy(model(x), y) / accum
+            loss.backward()
+            del x, y, loss
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if step % 8 == 7:
+            with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+                for _ in range(2):
+                    model(torch.randn(256, 3, 224, 224, device=dev)).argmax(-1)
+
+
+# ---- moe ----------------------------------------------------------------------
+
+class MoE(nn.Module):
+    def __init__(self, w, experts=8, k=2):
+        super().__init__()
+        self.router = nn.Linear(w, experts, bias=False)
+        self.w1 = nn.ModuleList(nn.Linear(w, 4 * w) for _ in range(experts))
+        self.w2 = nn.ModuleList(nn.Linear(4 * w, w) for _ in range(experts))
+        self.k = k
+
+    def forward(self, x):
+        b, t, c = x.shape
+        flat = x.reshape(-1, c)
+        gates = F.softmax(self.router(flat).float(), -1)
+        wts, sel = gates.topk(self.k, -1)
+        wts = wts / wts.sum(-1, keepdim=True)
+        out = torch.zeros(flat.shape, device=x.device, dtype=torch.float32)
+        for e in range(len(self.w1)):
+            tok, slot = (sel == e).nonzero(as_tuple=True)
+            if tok.numel() == 0:
+                continue
+            y = self.w2[e](F.gelu(self.w1[e](flat[tok])))
+            out.index_add_(0, tok, y.float() * wts[tok, slot, None])
+        return out.view(b, t, c)
+
+
+class MoELayer(nn.Module):
+    def __init__(self, w, heads):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(w), nn.LayerNorm(w)
+        self.qkv, self.proj = nn.Linear(w, 3 * w), nn.Linear(w, w)
+        self.moe = MoE(w)
+        self.heads = heads
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, 2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+        return x + self.moe(self.ln2(x))
+
+
+class MoELM(nn.Module):
+    def __init__(self, vocab=32000, w=768, layers=6, heads=12, ctx=1024):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, w), nn.Embedding(ctx, w)
+        self.layers = nn.ModuleList(MoELayer(w, heads) for _ in range(layers))
+        self.ln, self.head = nn.LayerNorm(w), nn.Linear(w, vocab, bias=False)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(self.ln(x))
+
+
+def moe(dev, steps):
+    model = MoELM().to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    for _ in range(steps):
+        batch = random.choice([4, 8, 16])
+        seq = random.choice([256, 512, 768, 1024])
+        idx = torch.randint(0, 32000, (batch, seq + 1), device=dev)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(idx[:, :-1])
+        loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), idx[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del idx, logits, loss
+
+
+# ---- beam ---------------------------------------------------------------------
+
+def beam(dev, steps):
+    model = Decoder(layers=6).to(dev).to(torch.bfloat16).eval()
+    with torch.no_grad():
+        for _ in range(steps):
+            batch = random.choice([1, 2, 4, 8])
+            beams = random.choice([2, 4, 8])
+            prompt = random.choice([64, 256, 512, 1024])
+            idx = torch.randint(0, 32000, (batch, prompt), device=dev)
+            logits, caches = model(idx, 0, None)
+            caches = [(k.repeat_interleave(beams, 0), v.repeat_interleave(beams, 0)) for k, v in caches]
+            scores, tok = F.log_softmax(logits[:, -1].float(), -1).topk(beams, -1)
+            scores, tok = scores.reshape(-1), tok.reshape(-1, 1)
+            seqs = tok
+            base = torch.arange(batch, device=dev)[:, None] * beams
+            pos = prompt
+            for _ in range(random.randint(16, 96)):
+                logits, caches = model(tok, pos, caches)
+                pos += 1
+                logp = F.log_softmax(logits[:, -1].float(), -1) + scores[:, None]
+                vocab = logp.shape[-1]
+                top, flat = logp.view(batch, -1).topk(beams, -1)
+                src = (flat // vocab + base).reshape(-1)
+                tok, scores = (flat % vocab).reshape(-1, 1), top.reshape(-1)
+                caches = [(k.index_select(0, src), v.index_select(0, src)) for k, v in caches]
+                seqs = torch.cat([seqs.index_select(0, src), tok], 1)
+            del idx, logits, caches, seqs, scores, tok, base
+
+
+# ---- prefetch -----------------------------------------------------------------
+
+def prefetch(dev, steps):
+    model = ResNet().to(dev).to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    sides = [128, 160, 192]
+    host = {s: torch.randint(0, 256, (256, s, s, 3), dtype=torch.uint8).pin_memory() for s in sides}
+    mean = torch.tensor([0.485, 0.456, 0.406], device=dev)[None, :, None, None] * 255
+    std = torch.tensor([0.229, 0.224, 0.225], device=dev)[None, :, None, None] * 255
+    copy = torch.cuda.Stream()
+    train = torch.cuda.current_stream()
+    copy.wait_stream(train)  # mean and std are made on the training stream
+
+    def load():
+        batch, side = random.choice([64, 128, 192, 256]), random.choice(sides)
+        with torch.cuda.stream(copy):
+            raw = host[side][:batch].to(dev, non_blocking=True)
+            x = raw.permute(0, 3, 1, 2).float().sub_(mean).div_(std)
+            if random.random() < 0.5:
+                x = x.flip(3)
+            x = x.contiguous(memory_format=torch.channels_last)
+            y = torch.randint(0, 1000, (batch,), device=dev)
+            del raw
+        return x, y
+
+    nxt = load()
+    for _ in range(steps):
+        train.wait_stream(copy)
+        x, y = nxt
+        x.record_stream(train)
+        y.record_stream(train)
+        nxt = load()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del x, y, loss
+
+
+WORKLOADS = {"unet": (unet, 40), "kvserve": (kvserve, 12), "cnn": (cnn, 40), "vit": (vit, 24),
+             "moe": (moe, 30), "beam": (beam, 8), "prefetch": (prefetch, 40)}
 
 
 def main():

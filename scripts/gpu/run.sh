@@ -118,13 +118,16 @@ if [ "$what" = all ] || [ "$what" = snapshot ]; then
 fi
 
 if [ "$what" = record ]; then
-	# Three more real programs' snapshots (scripts/gpu/record_workloads.py),
-	# converted to traces under $OUT/traces for testdata/traces.
+	# Real programs' snapshots (scripts/gpu/record_workloads.py; WORKLOADS
+	# names some, default all), converted to traces under $OUT/traces, each
+	# program's output in $OUT/record-NAME.log.
 	PY=python3
 	[ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
 	mkdir -p "$OUT/traces"
-	for w in unet kvserve cnn; do
-		$PY scripts/gpu/record_workloads.py $w "$W/$w.pickle" 2>&1 | tail -3 | tee -a "$summary"
+	for w in ${WORKLOADS:-unet kvserve cnn vit moe beam prefetch}; do
+		$PY scripts/gpu/record_workloads.py $w "$W/$w.pickle" >"$OUT/record-$w.log" 2>&1
+		note "record $w: exit $?"
+		tail -3 "$OUT/record-$w.log" | tee -a "$summary"
 		$G/gpumem convert -o "$OUT/traces/$w.trace.gz" "$W/$w.pickle" 2>&1 | tee -a "$summary"
 		rm -f "$W/$w.pickle"
 	done
