@@ -30,6 +30,10 @@ func OptionsFromConf(c config.Conf) (Options, error) {
 	o.RoundupPower2Divisions = slices.Clone(c.RoundupPower2Divisions)
 	o.GarbageCollectionThreshold = c.GarbageCollectionThreshold
 	o.ExpandableSegments = c.ExpandableSegments
+	if c.ExpandablePlacement != "" && !c.ExpandableSegments {
+		return bad("expandable_placement", "%s applies only with expandable_segments:True", c.ExpandablePlacement)
+	}
+	o.ExpandableBestFit = c.ExpandablePlacement == "best_fit"
 	o.PerProcessMemoryFraction = c.PerProcessMemoryFraction
 	if _, err := o.validate(); err != nil {
 		return Options{}, err

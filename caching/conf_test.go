@@ -37,10 +37,31 @@ func TestOptionsFromConf(t *testing.T) {
 		{config.Conf{GarbageCollectionThreshold: 2}, "garbage_collection_threshold"},
 		{config.Conf{PerProcessMemoryFraction: 3}, "per_process_memory_fraction"},
 		{config.Conf{RoundupPower2Divisions: []config.Division{{UpToMB: 0, Divisions: 6}}}, "roundup_power2_divisions"},
+		{config.Conf{ExpandablePlacement: "best_fit"}, "expandable_placement"}, // without expandable segments
 	} {
 		_, err := OptionsFromConf(bad.conf)
 		if !errors.Is(err, gpumem.ErrInvalidValue) || !strings.Contains(err.Error(), bad.key) {
 			t.Errorf("%+v: %v, want an error naming %s", bad.conf, err, bad.key)
+		}
+	}
+}
+
+func TestOptionsFromConfExpandablePlacement(t *testing.T) {
+	for conf, want := range map[string]bool{
+		"expandable_segments:True":                                   false,
+		"expandable_segments:True,expandable_placement:mapped_first": false,
+		"expandable_segments:True,expandable_placement:best_fit":     true,
+	} {
+		c, err := config.Parse(conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := OptionsFromConf(c)
+		if err != nil {
+			t.Fatalf("%s: %v", conf, err)
+		}
+		if o.ExpandableBestFit != want || !o.ExpandableSegments {
+			t.Errorf("%s: ExpandableBestFit %v, ExpandableSegments %v; want %v, true", conf, o.ExpandableBestFit, o.ExpandableSegments, want)
 		}
 	}
 }

@@ -657,11 +657,12 @@ func (e *expandable) eachMappedRun(b *block, fn func(off, n uint64) bool) {
 // call and no growth of reserved memory, where the best fit by size would
 // map chunks (a create or a move, and an access grant of tens of
 // microseconds each) and leave mapped memory idle elsewhere. The search
-// runs only on this path, which would otherwise call the device.
+// runs only on this path, which would otherwise call the device; with
+// ExpandableBestFit it does not run, and b stays.
 // d.mu must be held.
 func (d *device) preferMappedLocked(b *block, rounded uint64) *block {
 	e := b.seg.exp
-	if e.mappedPrefix(b, rounded) {
+	if d.a.opts.ExpandableBestFit || e.mappedPrefix(b, rounded) {
 		return b
 	}
 	// b is the smallest fit: if it holds a mapped run, it is the answer;

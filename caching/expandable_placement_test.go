@@ -82,6 +82,7 @@ type fixtureShape struct {
 	manual       bool
 	below, above func(gpumem.Backend) gpumem.Backend
 	crossStream  bool // Options.CrossStreamReuse
+	bestFit      bool // Options.ExpandableBestFit
 }
 
 // newExpandableFixtureWith is newExpandableFixture shaped by sh; the
@@ -98,8 +99,9 @@ func newExpandableFixtureWith(t *testing.T, sh fixtureShape) *expandableFixture 
 		seen = sh.above(c)
 	}
 	f := &expandableFixture{t: t, c: c, s: ss[0], g: g, other: ss[1], third: ss[2]}
-	a, err := New(seen, Options{ExpandableSegments: true, ReleaseBeforeGrow: true, CrossStreamReuse: sh.crossStream,
-		Logf: func(format string, args ...any) { f.logs = append(f.logs, fmt.Sprintf(format, args...)) }})
+	a, err := New(seen, Options{ExpandableSegments: true, ExpandableBestFit: sh.bestFit, ReleaseBeforeGrow: true,
+		CrossStreamReuse: sh.crossStream,
+		Logf:             func(format string, args ...any) { f.logs = append(f.logs, fmt.Sprintf(format, args...)) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +149,38 @@ func (f *expandableFixture) freeOn(p gpumem.Ptr, s gpumem.Stream) {
 func (f *expandableFixture) reserved() int64 { return f.a.Stats(0).ReservedBytes[0].Current }
 
 const chunk20 = 20 << 20 // the large pool's chunk (LargeBuffer)
+
+// With ExpandableBestFit the request of TestExpandablePrefersMappedBlock
+// takes the best fit by size, the hole, and maps it, back to the high-water
+// mark.
+func TestExpandableBestFitMapsTheHole(t *testing.T) {
+	f := newExpandableFixtureWith(t, fixtureShape{bestFit: true})
+	a := f.alloc(3 * chunk20) // chunks 0-2
+	b := f.alloc(chunk20)     // chunk 3
+	c := f.alloc(5 * chunk20) // chunks 4-8
+	d := f.alloc(chunk20)     // chunk 9
+	high := f.reserved()
+	f.free(a)
+	if err := f.a.EmptyCache(); err != nil { // unmaps chunks 0-2: a hole of three
+		t.Fatal(err)
+	}
+	f.free(c) // five free mapped chunks
+	before := f.c.counts()
+	p := f.alloc(3 * chunk20)
+	if p != a {
+		t.Errorf("3 chunks went to %#x, want the hole, the best fit by size, at %#x (the mapped block is at %#x)", uintptr(p), uintptr(a), uintptr(c))
+	}
+	after := f.c.counts()
+	if maps := after[1] - before[1]; maps != 3 {
+		t.Errorf("%d chunks mapped into the hole, want 3 (counts %v -> %v)", maps, before, after)
+	}
+	if r := f.reserved(); r != high {
+		t.Errorf("reserved %d, want back at the high-water mark %d", r, high)
+	}
+	for _, x := range []gpumem.Ptr{p, b, d} {
+		f.free(x)
+	}
+}
 
 // A request that fits both an unmapped hole (the best fit by size) and a
 // larger free block on mapped chunks takes the mapped one: no device call,

@@ -63,6 +63,20 @@ type Options struct {
 	// to regular segments, with a message through Logf, where the device has
 	// no virtual memory management.
 	ExpandableSegments bool
+	// ExpandableBestFit places every request of an expandable segment at
+	// the best fit by size, as PyTorch does, and maps or moves free chunks
+	// there when the block lacks mapped memory, instead of first serving it
+	// from a mapped run elsewhere (the rule caching/doc.go argues for).
+	// It trades device calls for footprint. On an H200 over the ten
+	// recorded traces it stays at or under the best of PyTorch native,
+	// PyTorch expandable and the driver pool on every one (the default
+	// rule is above PyTorch expandable on beam search and the vision
+	// transformer), but it maps up to 2.3 times as many chunks (the U-Net)
+	// and takes 0.39-1.64 of PyTorch expandable's host time per pair,
+	// against 0.32-0.93 for the default rule (docs/gpu-results.md).
+	// Configuration key expandable_placement:best_fit. No effect without
+	// ExpandableSegments.
+	ExpandableBestFit bool
 	// ExpandableSmallChunk and ExpandableLargeChunk are the mapping units of the
 	// small and large pools' expandable segments, rounded up to the device's
 	// granularity. 0: 2 MiB and 20 MiB, as PyTorch.

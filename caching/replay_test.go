@@ -143,6 +143,12 @@ func expandableOptions() Options {
 	return o
 }
 
+func expandableBestFitOptions() Options {
+	o := expandableOptions()
+	o.ExpandableBestFit = true
+	return o
+}
+
 func TestReplay(t *testing.T) {
 	confs := []struct {
 		name  string
@@ -155,6 +161,9 @@ func TestReplay(t *testing.T) {
 		{"pytorch-semantics", Options{Upstream: &descendingUpstream{next: 1 << 46}}, func(p, _ float64) float64 { return p + 0.001 }},
 		{"default", DefaultOptions(), func(p, _ float64) float64 { return p }},
 		{"expandable", expandableOptions(), func(_, b float64) float64 { return b }},
+		// Best fit with moves is under the best anchor on every trace,
+		// beam and vit included.
+		{"expandable-best-fit", expandableBestFitOptions(), func(_, b float64) float64 { return b }},
 	}
 	names := []string{"gpt2", "mix2", "pytorch-gpt", "unet", "kvserve", "cnn", "vit", "moe", "beam", "prefetch"}
 	if raceOn {

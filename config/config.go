@@ -18,6 +18,7 @@
 //	release_threshold_mb          integer >= 0, for asyncpool (default: the allocator's)
 //	throttle_ratio                0 < r <= 1, for asyncpool (default: 0.8)
 //	capture_check                 tracked | every_call | hooks, for asyncpool (default: tracked)
+//	expandable_placement          mapped_first | best_fit, for caching with expandable segments (default: mapped_first)
 //
 // roundup_power2_divisions follows PyTorch: a single N (a power of two) rounds
 // every size above 1 MiB up to one of N steps between consecutive powers of
@@ -79,6 +80,7 @@ type Conf struct {
 	ReleaseThresholdMB         *uint64 // nil = the allocator's default
 	ThrottleRatio              float64 // 0 = default 0.8
 	CaptureCheck               string  // "" = the allocator's default; "tracked", "every_call" or "hooks"
+	ExpandablePlacement        string  // "" = the allocator's default; "mapped_first" or "best_fit"
 	Raw                        string  // the string parsed, as given
 }
 
@@ -296,7 +298,8 @@ func (c Conf) Equal(o Conf) bool {
 		c.GarbageCollectionThreshold != o.GarbageCollectionThreshold ||
 		c.ExpandableSegments != o.ExpandableSegments ||
 		c.PerProcessMemoryFraction != o.PerProcessMemoryFraction ||
-		c.ThrottleRatio != o.ThrottleRatio || c.CaptureCheck != o.CaptureCheck {
+		c.ThrottleRatio != o.ThrottleRatio || c.CaptureCheck != o.CaptureCheck ||
+		c.ExpandablePlacement != o.ExpandablePlacement {
 		return false
 	}
 	if (c.ReleaseThresholdMB == nil) != (o.ReleaseThresholdMB == nil) ||

@@ -37,6 +37,8 @@ func TestParseValid(t *testing.T) {
 		{"throttle_ratio:0.8", Conf{ThrottleRatio: 0.8}},
 		{"throttle_ratio:1", Conf{ThrottleRatio: 1}},
 		{"capture_check:every_call", Conf{CaptureCheck: "every_call"}},
+		{"expandable_segments:True,expandable_placement:best_fit", Conf{ExpandableSegments: true, ExpandablePlacement: "best_fit"}},
+		{"expandable_placement:mapped_first", Conf{ExpandablePlacement: "mapped_first"}},
 		{"backend:asyncpool,release_threshold_mb:100,throttle_ratio:0.5",
 			Conf{Backend: "asyncpool", ReleaseThresholdMB: u64(100), ThrottleRatio: 0.5}},
 	}
@@ -93,6 +95,8 @@ func TestParseInvalid(t *testing.T) {
 		{"throttle_ratio:0", "throttle_ratio", "0"},
 		{"throttle_ratio:2", "throttle_ratio", "2"},
 		{"capture_check:sometimes", "capture_check", "sometimes"},
+		{"expandable_placement:worst_fit", "expandable_placement", "worst_fit"},
+		{"expandable_placement:Best_Fit", "expandable_placement", "Best_Fit"},
 		{"max_split_size_mb:[1:2]", "max_split_size_mb", "[1:2]"},
 		{"bogus_key:1", "bogus_key", "1"},
 		{"Backend:caching", "Backend", "caching"},

@@ -192,6 +192,17 @@ var keyTable = []Key{
 			return errors.New("must be tracked, every_call or hooks")
 		},
 		get: func(c Conf) (string, bool) { return c.CaptureCheck, c.CaptureCheck != "" }},
+	{Name: "expandable_placement", Allocators: []string{BackendCaching},
+		Doc: "mapped_first | best_fit, for caching with expandable segments (default: mapped_first)",
+		set: func(c *Conf, v string) error {
+			switch v {
+			case "mapped_first", "best_fit":
+				c.ExpandablePlacement = v
+				return nil
+			}
+			return errors.New("must be mapped_first or best_fit")
+		},
+		get: func(c Conf) (string, bool) { return c.ExpandablePlacement, c.ExpandablePlacement != "" }},
 }
 
 // KeyTable returns the table of keys, in canonical order.

@@ -21,6 +21,7 @@ func TestCheckFor(t *testing.T) {
 		{"max_split_size_mb:64", BackendAsyncPool, "max_split_size_mb", "caching, managed"},
 		{"expandable_segments:True", BackendManaged, "expandable_segments", "caching"},
 		{"throttle_ratio:0.5", BackendCaching, "throttle_ratio", "asyncpool"},
+		{"expandable_placement:best_fit", BackendAsyncPool, "expandable_placement", "caching"},
 		{"release_threshold_mb:0", BackendManaged, "release_threshold_mb", "asyncpool"},
 		{"per_process_memory_fraction:0.5", BackendAsyncPool, "", ""},
 		{"backend:asyncpool", BackendCaching, "backend", ""},
@@ -53,7 +54,7 @@ func TestCheckFor(t *testing.T) {
 func TestKeyTable(t *testing.T) {
 	full := "backend:caching,max_split_size_mb:64,roundup_power2_divisions:[256:1,>:8]," +
 		"garbage_collection_threshold:0.5,expandable_segments:True,per_process_memory_fraction:0.5," +
-		"release_threshold_mb:3,throttle_ratio:0.25,capture_check:hooks"
+		"release_threshold_mb:3,throttle_ratio:0.25,capture_check:hooks,expandable_placement:best_fit"
 	c, err := Parse(full)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,7 @@
 # anchors in one go, writes full logs to $OUT (default /tmp/gpumem-gpu) and
 # prints a short table last.
 #
-#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|footprints|snapshot|record|bench|kernels|transition|telemetry|sleep|collectives|blas]
+#   scripts/gpu/run.sh [all|anchors|tests|replay|asyncpool|placement|footprints|snapshot|record|bench|kernels|transition|telemetry|sleep|collectives|blas]
 set -uo pipefail
 G=${G:-.gpu/final}
 OUT=${OUT:-/tmp/gpumem-gpu}
@@ -27,7 +27,7 @@ rm -f "$W"/*.trace
 for t in "${TRACES:-$G/traces}"/*.trace.gz; do zcat "$t" >"$W/$(basename "$t" .gz)"; done
 traces=$(ls $W/*.trace)
 
-if [ "$what" = all ] || [ "$what" = anchors ] || [ "$what" = replay ] || [ "$what" = asyncpool ] || [ "$what" = footprints ]; then
+if [ "$what" = all ] || [ "$what" = anchors ] || [ "$what" = replay ] || [ "$what" = asyncpool ] || [ "$what" = placement ] || [ "$what" = footprints ]; then
 	nvcc -O2 -o $W/drvbench $G/anchors/drvbench.c -lcuda 2>&1 | tail -5
 	$W/drvbench >"$OUT/drvbench.txt" 2>&1
 	grep -E 'driver_version|loop_ns|bw_GBps pinned|bw_GBps managed|lat_us cuMemAllocAsync' "$OUT/drvbench.txt" | sed 's/^/anchor: /' | tee -a "$summary"
@@ -60,6 +60,48 @@ if [ "$what" = all ] || [ "$what" = replay ]; then
 	done
 	sed 's/^/anchor: /' "$OUT/ptreplay.jsonl" | tee -a "$summary"
 	sed 's/^/gpumem: /' "$OUT/replay.jsonl" | tee -a "$summary"
+fi
+
+if [ "$what" = placement ]; then
+	# Expandable segments' two placements (expandable_placement) against
+	# PyTorch's expandable segments, in interleaved rounds (ROUNDS, default
+	# 5), the order rotated from round to round.
+	for round in $(seq 1 "${ROUNDS:-5}"); do
+		for t in $traces; do
+			run_pt() { PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $W/ptreplay "$t" torch >>"$OUT/ptreplay.jsonl" 2>&1; }
+			run_mf() { $G/gpumem replay --backend cuda --allocator caching --conf expandable_segments:True --json "$t" >>"$OUT/replay.jsonl" 2>>"$OUT/replay.err"; }
+			run_bf() { $G/gpumem replay --backend cuda --allocator caching --conf expandable_segments:True,expandable_placement:best_fit --json "$t" >>"$OUT/replay.jsonl" 2>>"$OUT/replay.err"; }
+			case $((round % 3)) in
+			0) run_pt; run_mf; run_bf ;;
+			1) run_mf; run_bf; run_pt ;;
+			2) run_bf; run_pt; run_mf ;;
+			esac
+		done
+	done
+	note "placement rounds done (errors: $(wc -l <"$OUT/replay.err"))"
+	python3 - "$OUT" <<'PY' | tee -a "$summary"
+import json, os, statistics, sys
+out = sys.argv[1]
+rows = lambda f: [json.loads(l) for l in open(os.path.join(out, f)) if l.startswith("{")]
+pt, gm = {}, {}
+for r in rows("ptreplay.jsonl"):
+    pt.setdefault(os.path.basename(r["trace"]).replace(".trace", ""), []).append(r)
+for r in rows("replay.jsonl"):
+    gm.setdefault((r["trace"], r["conf"]), []).append(r)
+print("| trace | PyTorch expandable | mapped_first | best_fit | mapped_first time / PyTorch | best_fit time / PyTorch | device allocs: PyTorch, mapped_first, best_fit |")
+print("|---|---|---|---|---|---|---|")
+for t in sorted(pt):
+    p = pt[t]
+    m = gm.get((t, "expandable_segments:True"), [])
+    b = gm.get((t, "expandable_segments:True,expandable_placement:best_fit"), [])
+    if not m or not b:
+        continue
+    fl = m[0]["peak_requested"]
+    ratio = lambda g: statistics.median(x["ns_per_pair"] / y["ns_per_pair"] for x, y in zip(g, p))
+    spread = lambda g: "%.2f (%.2f-%.2f)" % (ratio(g), min(x["ns_per_pair"] / y["ns_per_pair"] for x, y in zip(g, p)), max(x["ns_per_pair"] / y["ns_per_pair"] for x, y in zip(g, p)))
+    print("| %s | %.3f | %.3f | %.3f | %s | %s | %d, %d, %d |" % (t, p[0]["peak_reserved"] / fl, m[0]["peak_reserved"] / fl, b[0]["peak_reserved"] / fl,
+          spread(m), spread(b), p[0]["device_allocs"], m[0]["device_allocs"], b[0]["device_allocs"]))
+PY
 fi
 
 if [ "$what" = footprints ]; then
