@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -181,28 +182,25 @@ var keyTable = []Key{
 			return nil
 		},
 		get: func(c Conf) (string, bool) { return formatFloat(c.ThrottleRatio), c.ThrottleRatio != 0 }},
-	{Name: "capture_check", Allocators: []string{BackendAsyncPool},
-		Doc: "tracked | every_call | hooks, for asyncpool (default: tracked)",
+	choiceKey("capture_check", BackendAsyncPool, "for asyncpool (default: tracked)",
+		func(c *Conf) *string { return &c.CaptureCheck }, "tracked", "every_call", "hooks"),
+	choiceKey("expandable_placement", BackendCaching, "for caching with expandable segments (default: mapped_first)",
+		func(c *Conf) *string { return &c.ExpandablePlacement }, "mapped_first", "best_fit"),
+}
+
+// choiceKey is a key of one allocator whose value is one of values, kept
+// in the string field returns; doc follows the list of values.
+func choiceKey(name, allocator, doc string, field func(*Conf) *string, values ...string) Key {
+	return Key{Name: name, Allocators: []string{allocator},
+		Doc: strings.Join(values, " | ") + ", " + doc,
 		set: func(c *Conf, v string) error {
-			switch v {
-			case "tracked", "every_call", "hooks":
-				c.CaptureCheck = v
-				return nil
+			if !slices.Contains(values, v) {
+				return errors.New("must be " + strings.Join(values[:len(values)-1], ", ") + " or " + values[len(values)-1])
 			}
-			return errors.New("must be tracked, every_call or hooks")
+			*field(c) = v
+			return nil
 		},
-		get: func(c Conf) (string, bool) { return c.CaptureCheck, c.CaptureCheck != "" }},
-	{Name: "expandable_placement", Allocators: []string{BackendCaching},
-		Doc: "mapped_first | best_fit, for caching with expandable segments (default: mapped_first)",
-		set: func(c *Conf, v string) error {
-			switch v {
-			case "mapped_first", "best_fit":
-				c.ExpandablePlacement = v
-				return nil
-			}
-			return errors.New("must be mapped_first or best_fit")
-		},
-		get: func(c Conf) (string, bool) { return c.ExpandablePlacement, c.ExpandablePlacement != "" }},
+		get: func(c Conf) (string, bool) { v := *field(&c); return v, v != "" }}
 }
 
 // KeyTable returns the table of keys, in canonical order.

@@ -2,6 +2,7 @@
 """Compares gpumem's replays with the anchors' of the same rounds.
 
     scripts/gpu/compare.py OUT
+    scripts/gpu/compare.py --placement OUT   # run.sh placement's table
 
 reads OUT/ptreplay.jsonl (the anchors) and OUT/replay.jsonl (gpumem), as
 scripts/gpu/run.sh writes them, and prints for each trace and pairing the ns
@@ -127,13 +128,42 @@ def table(d):
           " ok: at or under the best anchor. Times: median of per-round ratios (min-max, rounds); ok: at or under the goal.")
 
 
+def placement(d):
+    """The table of run.sh placement: PyTorch's expandable segments against
+    gpumem's under both expandable_placement values, per trace."""
+    runs = load(d)
+    print("| trace | PyTorch expandable | mapped_first | best_fit | mapped_first time / PyTorch | best_fit time / PyTorch |"
+          " device allocs: PyTorch, mapped_first, best_fit |")
+    print("|---|---|---|---|---|---|---|")
+    for tr in sorted({k[0] for k in runs}):
+        p, m, b = (runs.get((tr, w), []) for w in ("torch-exp", "caching-exp", "caching-exp-best_fit"))
+        if not (p and m and b):
+            continue
+        fl = m[0]["peak_requested"]
+
+        def spread(g):
+            r = [x["ns_per_pair"] / y["ns_per_pair"] for x, y in zip(g, p)]
+            return "%.2f (%.2f-%.2f)" % (statistics.median(r), min(r), max(r))
+        print("| %s | %.3f | %.3f | %.3f | %s | %s | %d, %d, %d |" % (
+            tr, p[0]["peak_reserved"] / fl, m[0]["peak_reserved"] / fl, b[0]["peak_reserved"] / fl,
+            spread(m), spread(b), p[0]["device_allocs"], m[0]["device_allocs"], b[0]["device_allocs"]))
+
+
+def conf_suffix(conf):
+    """The key suffix of a configuration: -exp for expandable segments,
+    -exp-best_fit with expandable_placement:best_fit."""
+    if "expandable" not in conf:
+        return ""
+    return "-exp-best_fit" if "best_fit" in conf else "-exp"
+
+
 def load(d):
     runs = {}
     for a in rows(os.path.join(d, "ptreplay.jsonl")):
-        key = (trace_name(a["trace"]), a["mode"] + ("-exp" if "expandable" in a.get("conf", "") else ""))
+        key = (trace_name(a["trace"]), a["mode"] + conf_suffix(a.get("conf", "")))
         runs.setdefault(key, []).append(a)
     for g in rows(os.path.join(d, "replay.jsonl")):
-        key = (g["trace"], g["allocator"] + ("-exp" if "expandable" in g.get("conf", "") else ""))
+        key = (g["trace"], g["allocator"] + conf_suffix(g.get("conf", "")))
         runs.setdefault(key, []).append(g)
     return runs
 
@@ -141,7 +171,9 @@ def load(d):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--table":
         table(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "--placement":
+        placement(sys.argv[2])
     elif len(sys.argv) == 2:
         main(sys.argv[1])
     else:
-        sys.exit("usage: compare.py [--table] OUT")
+        sys.exit("usage: compare.py [--table|--placement] OUT")

@@ -140,6 +140,21 @@ def unet(dev, steps):
 
 # ---- kvserve ----------------------------------------------------------------
 
+def attend(x, qkv, proj, heads, cache):
+    """Multi-head self-attention of x (batch, tokens, width) through the
+    projections qkv and proj; cache, if not None, holds the keys and values
+    of the tokens before x, which it extends (causal otherwise). Returns the
+    output and the keys and values."""
+    b, t, c = x.shape
+    q, k, v = qkv(x).split(c, 2)
+    q, k, v = (z.view(b, t, heads, c // heads).transpose(1, 2) for z in (q, k, v))
+    if cache is not None:
+        k = torch.cat([cache[0], k], 2)
+        v = torch.cat([cache[1], v], 2)
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None)
+    return proj(y.transpose(1, 2).reshape(b, t, c)), (k, v)
+
+
 class DecLayer(nn.Module):
     def __init__(self, w, heads):
         super().__init__()
@@ -149,16 +164,9 @@ class DecLayer(nn.Module):
         self.heads = heads
 
     def forward(self, x, cache):
-        b, t, c = x.shape
-        hd = c // self.heads
-        q, k, v = self.qkv(self.ln1(x)).split(c, 2)
-        q, k, v = (z.view(b, t, self.heads, hd).transpose(1, 2) for z in (q, k, v))
-        if cache is not None:
-            k = torch.cat([cache[0], k], 2)
-            v = torch.cat([cache[1], v], 2)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
-        return x + self.out(F.gelu(self.fc(self.ln2(x)))), (k, v)
+        h, kv = attend(self.ln1(x), self.qkv, self.proj, self.heads, cache)
+        x = x + h
+        return x + self.out(F.gelu(self.fc(self.ln2(x)))), kv
 
 
 class Decoder(nn.Module):
@@ -346,11 +354,7 @@ class MoELayer(nn.Module):
         self.heads = heads
 
     def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(c, 2)
-        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+        x = x + attend(self.ln1(x), self.qkv, self.proj, self.heads, None)[0]
         return x + self.moe(self.ln2(x))
 
 

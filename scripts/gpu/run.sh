@@ -79,29 +79,7 @@ if [ "$what" = placement ]; then
 		done
 	done
 	note "placement rounds done (errors: $(wc -l <"$OUT/replay.err"))"
-	python3 - "$OUT" <<'PY' | tee -a "$summary"
-import json, os, statistics, sys
-out = sys.argv[1]
-rows = lambda f: [json.loads(l) for l in open(os.path.join(out, f)) if l.startswith("{")]
-pt, gm = {}, {}
-for r in rows("ptreplay.jsonl"):
-    pt.setdefault(os.path.basename(r["trace"]).replace(".trace", ""), []).append(r)
-for r in rows("replay.jsonl"):
-    gm.setdefault((r["trace"], r["conf"]), []).append(r)
-print("| trace | PyTorch expandable | mapped_first | best_fit | mapped_first time / PyTorch | best_fit time / PyTorch | device allocs: PyTorch, mapped_first, best_fit |")
-print("|---|---|---|---|---|---|---|")
-for t in sorted(pt):
-    p = pt[t]
-    m = gm.get((t, "expandable_segments:True"), [])
-    b = gm.get((t, "expandable_segments:True,expandable_placement:best_fit"), [])
-    if not m or not b:
-        continue
-    fl = m[0]["peak_requested"]
-    ratio = lambda g: statistics.median(x["ns_per_pair"] / y["ns_per_pair"] for x, y in zip(g, p))
-    spread = lambda g: "%.2f (%.2f-%.2f)" % (ratio(g), min(x["ns_per_pair"] / y["ns_per_pair"] for x, y in zip(g, p)), max(x["ns_per_pair"] / y["ns_per_pair"] for x, y in zip(g, p)))
-    print("| %s | %.3f | %.3f | %.3f | %s | %s | %d, %d, %d |" % (t, p[0]["peak_reserved"] / fl, m[0]["peak_reserved"] / fl, b[0]["peak_reserved"] / fl,
-          spread(m), spread(b), p[0]["device_allocs"], m[0]["device_allocs"], b[0]["device_allocs"]))
-PY
+	python3 scripts/gpu/compare.py --placement "$OUT" | tee -a "$summary"
 fi
 
 if [ "$what" = footprints ]; then
