@@ -310,3 +310,85 @@ prefailedN:
 	MOVQ DX, frameN_r(AX)
 	MOVQ $1, frameN_failed(AX)
 	RET
+
+GLOBL ·callBatchABI0(SB), NOPTR|RODATA, $8
+DATA ·callBatchABI0(SB)/8, $callBatch<>(SB)
+
+// callBatch: pre(preArg) when pre is not 0; then, if it returned 0, for each
+// of the n entries e: e.R = e.Fn(e.A1..e.A6). The frame, and the entries
+// when they are on the goroutine stack, may move while a callee calls back
+// into Go, so both are found again after every call: the frame by the move
+// of the stack's top, the entries by the frame's pointer to them (which the
+// runtime adjusts when it moves the stack). Local slots: 0(SP) frame
+// pointer at entry, 8(SP) stack top at entry, 16(SP) the index of the next
+// entry, 24(SP) their count, 32(SP) a result (pre's status when it failed).
+// A frame of 48 bytes keeps SP 16-byte aligned at the inner CALLs.
+TEXT callBatch<>(SB), NOSPLIT, $48
+	MOVQ DI, 0(SP)
+	MOVQ $0, 16(SP)
+	MOVQ frameB_n(DI), AX
+	MOVQ AX, 24(SP)
+	CALL _cgo_topofstack(SB)
+	MOVQ AX, 8(SP)
+
+	MOVQ 0(SP), R11
+	MOVQ frameB_pre(R11), R10
+	TESTQ R10, R10
+	JEQ  nextB
+	MOVQ frameB_preArg(R11), DI
+	XORL AX, AX
+	CALL R10
+	TESTL AX, AX
+	JNE  prefailedB
+
+nextB:
+	MOVQ 16(SP), AX
+	CMPQ AX, 24(SP)
+	JGE  doneB
+	CALL _cgo_topofstack(SB)
+	SUBQ 8(SP), AX
+	ADDQ 0(SP), AX
+	MOVQ frameB_entries(AX), R11
+	MOVQ 16(SP), CX
+	IMULQ $Entry__size, CX
+	ADDQ CX, R11
+	MOVQ Entry_A1(R11), DI
+	MOVQ Entry_A2(R11), SI
+	MOVQ Entry_A3(R11), DX
+	MOVQ Entry_A4(R11), CX
+	MOVQ Entry_A5(R11), R8
+	MOVQ Entry_A6(R11), R9
+	MOVQ Entry_Fn(R11), R10
+	XORL AX, AX
+	CALL R10
+	MOVQ AX, 32(SP)
+
+	CALL _cgo_topofstack(SB)
+	SUBQ 8(SP), AX
+	ADDQ 0(SP), AX
+	MOVQ frameB_entries(AX), R11
+	MOVQ 16(SP), CX
+	IMULQ $Entry__size, CX
+	ADDQ CX, R11
+	MOVQ 32(SP), DX
+	MOVQ DX, Entry_R(R11)
+	INCQ 16(SP)
+	JMP  nextB
+
+doneB:
+	CALL _cgo_topofstack(SB)
+	SUBQ 8(SP), AX
+	ADDQ 0(SP), AX
+	MOVQ $0, frameB_failed(AX)
+	RET
+
+prefailedB:
+	MOVL AX, AX // zero-extend the 32-bit status
+	MOVQ AX, 32(SP)
+	CALL _cgo_topofstack(SB)
+	SUBQ 8(SP), AX
+	ADDQ 0(SP), AX
+	MOVQ 32(SP), DX
+	MOVQ DX, frameB_r(AX)
+	MOVQ $1, frameB_failed(AX)
+	RET

@@ -345,3 +345,98 @@ prefailedN:
 	MOVD R1, frameN_failed(R0)
 	LDP.P 240(RSP), (R29, R30)
 	RET
+
+GLOBL ·callBatchABI0(SB), NOPTR|RODATA, $8
+DATA ·callBatchABI0(SB)/8, $callBatch<>(SB)
+
+// callBatch: pre(preArg) when pre is not 0; then, if it returned 0, for each
+// of the n entries e: e.R = e.Fn(e.A1..e.A6). The frame, and the entries
+// when they are on the goroutine stack, may move while a callee calls back
+// into Go, so both are found again after every call: the frame by the move
+// of the stack's top, the entries by the frame's pointer to them (which the
+// runtime adjusts when it moves the stack). Frame (64 bytes): 0(RSP) saved
+// R29, 8(RSP) saved R30, 16(RSP) frame pointer at entry, 24(RSP) stack top
+// at entry, 32(RSP) the index of the next entry, 40(RSP) their count,
+// 48(RSP) a result (pre's status when it failed).
+TEXT callBatch<>(SB), NOSPLIT|NOFRAME, $0
+	STP.W (R29, R30), -64(RSP)
+	MOVD  RSP, R29
+	MOVD R0, 16(RSP)
+	MOVD ZR, 32(RSP)
+	MOVD frameB_n(R0), R1
+	MOVD R1, 40(RSP)
+	BL   _cgo_topofstack(SB)
+	MOVD R0, 24(RSP)
+
+	MOVD 16(RSP), R9
+	MOVD frameB_pre(R9), R10
+	CBZ  R10, nextB
+	MOVD frameB_preArg(R9), R0
+	BL   (R10)
+	CBNZW R0, prefailedB
+
+nextB:
+	MOVD 32(RSP), R1
+	MOVD 40(RSP), R2
+	CMP  R2, R1
+	BGE  doneB
+	BL   _cgo_topofstack(SB)
+	MOVD 24(RSP), R1
+	SUB  R1, R0, R0
+	MOVD 16(RSP), R1
+	ADD  R1, R0, R0
+	MOVD frameB_entries(R0), R9
+	MOVD 32(RSP), R1
+	MOVD $Entry__size, R2
+	MUL  R2, R1, R1
+	ADD  R1, R9, R9
+	MOVD Entry_A1(R9), R0
+	MOVD Entry_A2(R9), R1
+	MOVD Entry_A3(R9), R2
+	MOVD Entry_A4(R9), R3
+	MOVD Entry_A5(R9), R4
+	MOVD Entry_A6(R9), R5
+	MOVD Entry_Fn(R9), R10
+	BL   (R10)
+	MOVD R0, 48(RSP)
+
+	BL   _cgo_topofstack(SB)
+	MOVD 24(RSP), R1
+	SUB  R1, R0, R0
+	MOVD 16(RSP), R1
+	ADD  R1, R0, R0
+	MOVD frameB_entries(R0), R9
+	MOVD 32(RSP), R1
+	MOVD $Entry__size, R2
+	MUL  R2, R1, R3
+	ADD  R3, R9, R9
+	MOVD 48(RSP), R2
+	MOVD R2, Entry_R(R9)
+	ADD  $1, R1, R1
+	MOVD R1, 32(RSP)
+	B    nextB
+
+doneB:
+	BL   _cgo_topofstack(SB)
+	MOVD 24(RSP), R1
+	SUB  R1, R0, R0
+	MOVD 16(RSP), R1
+	ADD  R1, R0, R0
+	MOVD ZR, frameB_failed(R0)
+	LDP.P 64(RSP), (R29, R30)
+	RET
+
+prefailedB:
+	MOVWU R0, R0 // zero-extend the 32-bit status
+	MOVD R0, 48(RSP)
+	BL   _cgo_topofstack(SB)
+	MOVD 24(RSP), R1
+	SUB  R1, R0, R0
+	MOVD 16(RSP), R1
+	ADD  R1, R0, R0
+	MOVD 48(RSP), R1
+	MOVD R1, frameB_r(R0)
+	MOVD $1, R1
+	MOVD R1, frameB_failed(R0)
+	LDP.P 64(RSP), (R29, R30)
+	RET
