@@ -45,6 +45,7 @@ var callBatchABI0 uintptr
 // frame, so a callee that calls back into Go and moves the stack meanwhile
 // is safe. They must hold no Go pointers. It allocates nothing; the other
 // rules for callers are the package's.
+//
 //go:nosplit
 func CallBatch(pre, preArg uintptr, entries []Entry) (r uintptr, preFailed bool) {
 	var f frameB
