@@ -98,10 +98,18 @@ if [ "$what" = asyncpool ]; then
 	# asyncpool against the raw driver pool alone, in more rounds (ROUNDS,
 	# default 15): each run is a fresh process whose first pool growth
 	# varies by up to 60 % from process to process, on both sides alike.
+	# With OLD (a previous gpumem binary) set, it runs too, into
+	# replay-old.jsonl, and the three take turns going first.
 	for round in $(seq 1 "${ROUNDS:-15}"); do
 		for t in $traces; do
-			$W/ptreplay "$t" driverpool >>"$OUT/ptreplay.jsonl" 2>&1
-			$G/gpumem replay --backend cuda --allocator asyncpool --json "$t" >>"$OUT/replay.jsonl" 2>>"$OUT/replay.err"
+			run_dp() { $W/ptreplay "$t" driverpool >>"$OUT/ptreplay.jsonl" 2>&1; }
+			run_new() { $G/gpumem replay --backend cuda --allocator asyncpool --json "$t" >>"$OUT/replay.jsonl" 2>>"$OUT/replay.err"; }
+			run_old() { [ -z "${OLD:-}" ] || "$OLD" replay --backend cuda --allocator asyncpool --json "$t" >>"$OUT/replay-old.jsonl" 2>>"$OUT/replay.err"; }
+			case $((round % 3)) in
+			0) run_dp; run_new; run_old ;;
+			1) run_new; run_old; run_dp ;;
+			2) run_old; run_dp; run_new ;;
+			esac
 		done
 	done
 	note "asyncpool rounds done (errors: $(wc -l <"$OUT/replay.err"))"
