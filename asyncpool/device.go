@@ -103,12 +103,8 @@ type device struct {
 	// guarded is the backend's capture check and call in one step, used
 	// unless captures are learnt from the hooks; nil if it has none.
 	guarded guard.Backend
-	tracked bool // CaptureCheckTracked over guarded: ask only while guarded.CapturesOpen()
-	// later holds the fast path's frees back to ride with the backend's
-	// next call (guard.Later), with CaptureCheckTracked only; nil
-	// otherwise.
-	later  guard.Later
-	unheld atomic.Int32 // graph states whose user object the graph does not hold yet
+	tracked bool         // CaptureCheckTracked over guarded: ask only while guarded.CapturesOpen()
+	unheld  atomic.Int32 // graph states whose user object the graph does not hold yet
 
 	mu    sync.Mutex // guards everything below up to freeMu
 	recs  recTable
@@ -144,9 +140,6 @@ func newDevice(a *Allocator, dev int) (*device, error) {
 	if g, ok := b.(guard.Backend); ok && g.GuardedCalls() && a.opts.CaptureCheck != CaptureCheckHooks {
 		d.guarded = g
 		d.tracked = a.opts.CaptureCheck == CaptureCheckTracked
-		if l, ok := b.(guard.Later); ok && d.tracked {
-			d.later = l
-		}
 	}
 	_, total, err := b.MemInfo(dev)
 	if err != nil {

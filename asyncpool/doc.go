@@ -72,19 +72,6 @@
 // request down the full path. Deallocate has the same fast path for a live
 // allocation of no capture with no recorded streams.
 //
-// On a backend that can hold a free back (guard.Later: the CUDA backend,
-// on streams it made, while no capture begun through gpumem is open), the
-// fast path's free is not a call of its own: the backend sends it to the
-// driver with its next call, in the same transition (ccall.CallBatch).
-// In an allocate/free loop that is the next allocation's, so a pair costs
-// one transition into the driver instead of two; at most native.MaxLater
-// frees wait. Whatever the backend calls next (an allocation from any pool,
-// a synchronization, a stream's destruction or capture, a trim) goes after
-// them, so the driver sees the same sequence of calls and the pool's
-// footprint is what it would have been. A held-back free the driver
-// refuses (only a lost context does) is reported by the next EmptyCache or
-// Close.
-//
 // On ErrOutOfMemory from the driver (step 6), outside capture: process
 // released graphs, DeviceSynchronize, retire every pending free, trim the
 // pool to zero and try once more (num_alloc_retries); then call the OOM

@@ -196,14 +196,9 @@ func (d *device) freeUncaptured(p gpumem.Ptr, s gpumem.Stream) (done bool, err e
 		return false, nil
 	}
 	var st gpumem.CaptureStatus
-	switch {
-	case d.untracked() && d.later != nil:
-		// Held back to ride with the backend's next call (the next
-		// allocation's, in an alloc/free loop): a transition saved.
-		err = d.later.FreeAsyncLater(p, s)
-	case d.untracked():
+	if d.untracked() {
 		err = d.b.FreeAsync(p, s)
-	default:
+	} else {
 		st, err = d.guarded.FreeAsyncUncaptured(p, s)
 	}
 	if err != nil || st != gpumem.CaptureNone {
@@ -359,9 +354,6 @@ func (d *device) trim() error {
 	if err := d.b.MemPoolTrimTo(d.pool, 0); err != nil {
 		errs = append(errs, fmt.Errorf("asyncpool: trimming device %d's pool: %w", d.id, err))
 	}
-	if err := d.flushLater(); err != nil {
-		errs = append(errs, err)
-	}
 	return errors.Join(errs...)
 }
 
@@ -376,9 +368,6 @@ func (d *device) close() error {
 	d.closed = true
 	d.mu.Unlock()
 	var errs []error
-	if err := d.flushLater(); err != nil {
-		errs = append(errs, err)
-	}
 	if err := d.settleGraphs(); err != nil {
 		errs = append(errs, err)
 	}
@@ -471,16 +460,4 @@ func (d *device) close() error {
 			d.id, held, gpumem.FormatBytes(heldBytes), ErrGraphOwned))
 	}
 	return errors.Join(errs...)
-}
-
-// flushLater sends the frees the backend holds back (guard.Later) and
-// reports those it refused since the last call.
-func (d *device) flushLater() error {
-	if d.later == nil {
-		return nil
-	}
-	if err := d.later.FlushLater(); err != nil {
-		return fmt.Errorf("asyncpool: device %d: %w", d.id, err)
-	}
-	return nil
 }

@@ -81,7 +81,6 @@ func fakeFunctions() map[string]uintptr {
 			}),
 			"cuMemAllocFromPoolAsync": cb(func(p, size, pool, stream uintptr) uintptr {
 				fakeAllocs.Add(1)
-				fakeNote("alloc", size, stream)
 				if st := fakeStreamOrdered(stream); st != 0 {
 					return st
 				}
@@ -93,18 +92,9 @@ func fakeFunctions() map[string]uintptr {
 			}),
 			"cuMemFreeAsync": cb(func(p, stream uintptr) uintptr {
 				fakeFrees.Add(1)
-				fakeNote("free", p, stream)
-				if p == fakeRefusedFree {
-					return 1
-				}
 				return fakeStreamOrdered(stream)
 			}),
-			"cuStreamCreateWithPriority": cb(func(p, flags, prio uintptr) uintptr {
-				put[uintptr](p, uintptr(fakeNextStream.Add(1)))
-				return 0
-			}),
-			"cuStreamDestroy_v2": cb(func(s uintptr) uintptr { fakeNote("destroy", 0, s); return 0 }),
-			"cuMemAllocAsync":    cb(func(p, size, stream uintptr) uintptr { put[uintptr](p, 0x30000); return 0 }),
+			"cuMemAllocAsync": cb(func(p, size, stream uintptr) uintptr { put[uintptr](p, 0x30000); return 0 }),
 			"cuDeviceGetAttribute": cb(func(p, attr, dev uintptr) uintptr {
 				put(p, int32(attr)*10+int32(dev))
 				return 0
@@ -119,7 +109,6 @@ func fakeFunctions() map[string]uintptr {
 				return 0
 			}),
 			"cuStreamBeginCapture_v2": cb(func(s, mode uintptr) uintptr {
-				fakeNote("begin", 0, s)
 				if s == fakeRefusedStream {
 					return 1
 				}
@@ -153,7 +142,6 @@ func fakeFunctions() map[string]uintptr {
 				return 0
 			}),
 			"cuStreamSynchronize": cb(func(s uintptr) uintptr {
-				fakeNote("sync", 0, s)
 				if s == 0 {
 					fakeSteps.Store(fakeSteps.Load() * 10) // the default stream's: shifts
 				}
@@ -249,39 +237,4 @@ func openFake(t interface {
 
 func isNotSupportedNaming(err error, sym string) bool {
 	return errors.Is(err, gpumem.ErrNotSupported) && strings.Contains(err.Error(), sym)
-}
-
-// fakeNextStream numbers the streams cuStreamCreateWithPriority makes.
-var fakeNextStream atomic.Int64
-
-func init() { fakeNextStream.Store(0x71000) }
-
-// fakeRefusedFree is an address whose cuMemFreeAsync fails
-// (CUDA_ERROR_INVALID_VALUE).
-const fakeRefusedFree = 0xbad0
-
-// The fake's log of stream-ordered calls, in the order the driver saw them:
-// "free P S", "alloc SIZE S", "destroy S", "begin S", "sync S" (hex).
-var (
-	fakeLogMu sync.Mutex
-	fakeLog   []string
-)
-
-func fakeNote(what string, a, stream uintptr) {
-	fakeLogMu.Lock()
-	defer fakeLogMu.Unlock()
-	if what == "destroy" || what == "begin" || what == "sync" {
-		fakeLog = append(fakeLog, fmt.Sprintf("%s %#x", what, stream))
-		return
-	}
-	fakeLog = append(fakeLog, fmt.Sprintf("%s %#x %#x", what, a, stream))
-}
-
-// fakeTakeLog returns the log and empties it.
-func fakeTakeLog() []string {
-	fakeLogMu.Lock()
-	defer fakeLogMu.Unlock()
-	l := fakeLog
-	fakeLog = nil
-	return l
 }

@@ -33,20 +33,3 @@ type Backend interface {
 	// that trusts it may make the plain calls without asking.
 	CapturesOpen() bool
 }
-
-// Later is a backend that can hold a stream-ordered free back and send it
-// to the vendor library with its next foreign call, in the same transition
-// (internal/native does, for CUDA; see native.Backend.FreeAsyncLater).
-// Whatever call the backend makes next (an allocation from any pool, a
-// synchronization, a stream's destruction or capture) goes after the frees
-// held back, so the library sees the same sequence of calls as with
-// FreeAsync.
-type Later interface {
-	// FreeAsyncLater is FreeAsync, held back when it can be; it sends at
-	// once what it cannot hold back. A held-back free that the library
-	// refuses is reported by FlushLater, not here.
-	FreeAsyncLater(p gpumem.Ptr, s gpumem.Stream) error
-	// FlushLater sends what is held back now and returns the errors of
-	// held-back frees the library refused since the last call.
-	FlushLater() error
-}

@@ -33,7 +33,6 @@ type Backend struct {
 	poolsSet  sync.Map      // pool handle -> struct{}: Dialect.PoolSetup ran
 	streams   sync.Map      // stream handle -> streamState: made or destroyed through this backend
 	epoch     atomic.Uint64 // StreamEpoch: incremented on StreamDestroy and Close
-	later     laterQueue    // frees held back by FreeAsyncLater
 
 	// State the dialect keeps (driver version, ...).
 	DriverVersion  int
@@ -74,7 +73,6 @@ func (b *Backend) ErrorName(code int) string {
 // runtimes keep threads of their own that may still run code in it. After
 // Close every method returns an error matching gpumem.ErrClosed.
 func (b *Backend) Close() error {
-	b.flushLater() // what is held back goes before the contexts do
 	if b.closed.Swap(true) {
 		return nil
 	}

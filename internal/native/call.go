@@ -60,7 +60,6 @@ func (b *Backend) Raw(op symtab.Op, a ...uintptr) (uintptr, error) {
 		return 0, fmt.Errorf("gpumem: %s: %s takes %v arguments, called with %d (at most 6 here): %w",
 			b.d.Name, symtab.Driver.Rows[op].Symbol[b.d.Vendor], symtab.Driver.Rows[op].Args, len(a), gpumem.ErrInvalidValue)
 	}
-	b.settle()
 	var r uintptr
 	switch len(a) {
 	case 0:
@@ -119,7 +118,6 @@ func (b *Backend) call(dev int, op symtab.Op, a1, a2, a3, a4, a5, a6 uintptr) er
 	if fn == 0 {
 		return b.refuse(dev, op)
 	}
-	b.settle()
 	r, preFailed := ccall.CallPre6(b.pre, b.cur[dev], fn, a1, a2, a3, a4, a5, a6)
 	if int32(r) == 0 {
 		return nil
@@ -148,19 +146,7 @@ func (b *Backend) callOnStream(s gpumem.Stream, op symtab.Op, a1, a2, a3, a4, a5
 		if fn == 0 {
 			return b.refuse(s.Device, op)
 		}
-		var r uintptr
-		if b.later.n.Load() != 0 {
-			// The frees held back ride with this call: one transition.
-			b.later.mu.Lock()
-			if b.later.n.Load() != 0 {
-				r = b.rideLocked(fn, a1, a2, a3, a4, a5, a6)
-			} else {
-				r = ccall.Call6(fn, a1, a2, a3, a4, a5, a6)
-			}
-			b.later.mu.Unlock()
-		} else {
-			r = ccall.Call6(fn, a1, a2, a3, a4, a5, a6)
-		}
+		r := ccall.Call6(fn, a1, a2, a3, a4, a5, a6)
 		if int32(r) == 0 {
 			return nil
 		}
@@ -179,7 +165,6 @@ func (b *Backend) invoke(dev int, op symtab.Op, a1, a2, a3, a4, a5, a6 uintptr) 
 	if fn == 0 {
 		return 0, false, b.refuse(dev, op)
 	}
-	b.settle()
 	r, preFailed = ccall.CallPre6(b.pre, b.cur[dev], fn, a1, a2, a3, a4, a5, a6)
 	return r, preFailed, nil
 }

@@ -43,7 +43,6 @@ func (b *Backend) pointerDevice(p uintptr) int {
 	}
 	c := getCell()
 	defer putCell(c)
-	b.settle()
 	r, _ := ccall.CallPre6(b.pre, b.cur[0], fn, c.addr(0), pointerAttrDeviceOrdinal, p, 0, 0, 0)
 	if int32(r) != 0 {
 		return 0

@@ -45,22 +45,6 @@
 // current. Close does not wait for calls under way, direct or not: a call
 // that races Close may find the context released.
 //
-// # Frees held back
-//
-// FreeAsyncLater (later.go) holds such a direct free back, up to MaxLater
-// of them, instead of calling it: the backend's next foreign call sends
-// them first. A direct call takes them with it in the same transition
-// (ccall.CallBatch), which makes asyncpool's allocate/free pair one
-// transition; every other way into C (call, invoke, guarded, Raw, the
-// launch and the library load, the pointer query) sends them before it
-// (settle: one atomic load when none wait). So the driver sees every free
-// before any later call of the backend, in the order made. Only frees on
-// live streams the backend made, while no capture begun through gpumem is
-// open, are held back: StreamBeginCapture counts its capture open and then
-// sends what waits, under the queue's lock, before it begins; StreamDestroy
-// and Close send them before they act. A held-back free the driver refuses
-// is kept for FlushLater to report.
-//
 // Out-parameters live in cells taken from a sync.Pool: heap memory that does
 // not move while C writes into it (a Go stack may move between the moment an
 // address is taken and the call), and that costs no allocation in steady

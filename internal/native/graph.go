@@ -57,19 +57,13 @@ func (b *Backend) StreamBeginCapture(s gpumem.Stream, mode gpumem.CaptureMode) e
 	if mode < gpumem.CaptureModeGlobal || mode > gpumem.CaptureModeRelaxed {
 		return fmt.Errorf("gpumem: %s: unknown capture mode %d: %w", b.d.Name, int(mode), gpumem.ErrInvalidValue)
 	}
-	// The capture counts itself open before it sends the frees held back
-	// (FreeAsyncLater, which asks under the same lock), so that none is
-	// left to be sent into the capture; a capture that fails to begin
-	// counts itself out.
-	b.captureBegun(s)
-	b.flushLater()
 	// A global or thread-local capture must end on this OS thread: the
 	// goroutine stays on it until it ends the capture.
 	err := b.pins.Begin(s.Handle, mode, func() error {
 		return b.call(s.Device, symtab.StreamBeginCapture, s.Handle, uintptr(mode), 0, 0, 0, 0)
 	})
-	if err != nil {
-		open.remove(s.Handle)
+	if err == nil {
+		b.captureBegun(s)
 	}
 	return err
 }

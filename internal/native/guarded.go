@@ -48,7 +48,6 @@ func (b *Backend) guarded(s gpumem.Stream, op symtab.Op, a1, a2, a3, a4 uintptr)
 	if q == 0 {
 		return 0, b.notSupported(symtab.StreamIsCapturing)
 	}
-	b.settle()
 	r, stage := ccall.CallGuard6(b.pre, b.cur[s.Device], q, s.Handle, fn, a1, a2, a3, a4, 0, 0)
 	switch stage {
 	case 0:

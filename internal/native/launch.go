@@ -41,7 +41,6 @@ func (b *Backend) LaunchKernel(f gpumem.Function, grid, block gpumem.Dim3, share
 	if err != nil {
 		return err
 	}
-	b.settle()
 	r, preFailed := ccall.CallPre12(b.pre, b.cur[s.Device], fn, f.Handle,
 		dim(grid.X), dim(grid.Y), dim(grid.Z), dim(block.X), dim(block.Y), dim(block.Z),
 		uintptr(sharedMem), s.Handle, params.Array, 0, 0)

@@ -35,7 +35,6 @@ func (b *Backend) call12(dev int, op symtab.Op, a1, a2, a3, a4, a5, a6, a7, a8, 
 	if err != nil {
 		return err
 	}
-	b.settle()
 	r, preFailed := ccall.CallPre12(b.pre, b.cur[dev], fn, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12)
 	if int32(r) == 0 {
 		return nil
