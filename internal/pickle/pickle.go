@@ -50,6 +50,19 @@ const (
 	MaxDepth = 1000     // containers nested within each other, and marks
 	MaxLen   = 64 << 20 // bytes of one string or bytes value
 	MaxItems = 1 << 26  // entries of one list or dict
+	MaxLong  = 2048     // bytes of one LONG4 integer (16,384 bits)
+	// MaxDecoded bounds the Go memory the decoded values may take, as the
+	// decoder estimates it (a string its bytes and a header, a container
+	// its header and a slot per entry, a reference to a value already
+	// decoded a slot): at most DecodedPerByte bytes for each input byte
+	// read, plus DecodedFloor, and never more than MaxDecoded. A pickle
+	// of real data decodes to a few times its size; one made of one-byte
+	// opcodes that each make an empty container would make a hundred
+	// times its size (gigabytes from a small compressed file) and is
+	// refused instead.
+	MaxDecoded     = 8 << 30
+	DecodedPerByte = 24
+	DecodedFloor   = 256 << 20
 )
 
 // ErrMalformed is matched by every decoding error.
@@ -87,6 +100,7 @@ type decoder struct {
 	marks []int
 	memo  memo
 	items int           // the limit on one container's entries: MaxItems
+	spent int64         // the estimated bytes of the values decoded (MaxDecoded)
 	keys  map[*any]bool // tuples already checked as dict keys
 }
 
@@ -165,9 +179,43 @@ func (d *decoder) line() (string, error) {
 	}
 }
 
+// decodedFloor and decodedCap are DecodedFloor and MaxDecoded; tests lower
+// them.
+var decodedFloor, decodedCap int64 = DecodedFloor, MaxDecoded
+
+// push puts a value the decoder has just made on the stack, charging its
+// estimated size to the budget of MaxDecoded.
 func (d *decoder) push(v any) error {
+	n := int64(16)
+	switch x := v.(type) {
+	case string:
+		n += int64(len(x))
+	case []byte:
+		n += 8 + int64(len(x))
+	case *big.Int:
+		n += 16 + int64(len(x.Bits()))*8
+	case *list:
+		n += 48 + 16*int64(len(x.v))
+	case *Dict:
+		n += 80 + 32*int64(x.Len())
+	case Tuple:
+		n += 8 + 16*int64(len(x))
+	}
+	return d.pushCharged(v, n)
+}
+
+// pushRef puts a value decoded before (DUP, a memo reference) on the
+// stack: a slot's worth of memory.
+func (d *decoder) pushRef(v any) error { return d.pushCharged(v, 16) }
+
+func (d *decoder) pushCharged(v any, n int64) error {
 	if len(d.stack) >= 1<<24 {
 		return d.fail(d.off, "stack over %d values", 1<<24)
+	}
+	d.spent += n
+	if limit := min(decodedCap, decodedFloor+DecodedPerByte*d.off); d.spent > limit {
+		return d.fail(d.off, "the values decoded from %d bytes of input would take more than %d bytes of memory (at most %d a byte of input, plus %d, and %d in all)",
+			d.off, limit, DecodedPerByte, decodedFloor, decodedCap)
 	}
 	d.stack = append(d.stack, v)
 	return nil
@@ -271,7 +319,7 @@ func (d *decoder) getMemo(op int64, k uint64) error {
 	if !ok {
 		return d.fail(op, "memo key %d not set", k)
 	}
-	return d.push(v)
+	return d.pushRef(v)
 }
 
 func (d *decoder) pushString(op int64, n uint64) error {
@@ -502,7 +550,7 @@ func (d *decoder) run() (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			err = d.push(v)
+			err = d.pushRef(v)
 			if err != nil {
 				return nil, err
 			}
@@ -540,6 +588,9 @@ func (d *decoder) run() (any, error) {
 			if n, err = d.uint(4); err == nil {
 				if int32(uint32(n)) < 0 {
 					return nil, d.fail(op, "negative LONG4 length")
+				}
+				if n > MaxLong {
+					return nil, d.fail(op, "LONG4 of %d bytes (at most %d)", n, MaxLong)
 				}
 				var b []byte
 				if b, err = d.bytesN(n); err == nil {

@@ -167,6 +167,7 @@ func TestHostileInput(t *testing.T) {
 		{"truncated string", []byte{0x80, 4, 0x8c, 10, 'a', 'b'}, "end of input"},
 		{"huge length", []byte{0x80, 4, 0x8d, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}, "limit"},
 		{"negative LONG4", []byte{0x8b, 0xff, 0xff, 0xff, 0xff, '.'}, "negative"},
+		{"huge LONG4", append([]byte{0x8b, 0x01, 0x08, 0, 0}, bytes.Repeat([]byte{0x5a}, 2049)...), "LONG4 of 2049 bytes"},
 		{"unknown opcode", []byte{0x80, 4, 'R', '.'}, "REDUCE"},
 		{"underflow", []byte{'a', '.'}, "underflow"},
 		{"stop on empty stack", []byte{'.'}, "underflow"},
@@ -216,6 +217,50 @@ func TestContainerLimit(t *testing.T) {
 		if _, err := Decode(bytes.NewReader(c.in)); err != nil {
 			t.Errorf("%s: %v", c.name, err)
 		}
+	}
+}
+
+// TestDecodedMemoryBudget checks that values made from few input bytes
+// (empty containers, one opcode each) are refused once their estimated
+// memory passes the budget, that references to values decoded before cost
+// a slot only, and that an input within the budget decodes.
+func TestDecodedMemoryBudget(t *testing.T) {
+	floor, cap := decodedFloor, decodedCap
+	defer func() { decodedFloor, decodedCap = floor, cap }()
+	decodedFloor, decodedCap = 64<<10, 1<<20
+
+	// A list of 100,000 empty dicts: 100 KB of input, about 10 MB decoded.
+	bomb := append([]byte{0x80, 4, ']', '('}, bytes.Repeat([]byte{'}'}, 100000)...)
+	bomb = append(bomb, 'e', '.')
+	_, err := Decode(bytes.NewReader(bomb))
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "more than") {
+		t.Fatalf("empty-dict bomb: %v, want the memory budget's refusal", err)
+	}
+	// The cap holds whatever the input's size: 2 MB of strings of 20
+	// bytes each would be 3.6 MB decoded, over the 1 MiB cap.
+	str := []byte{0x80, 4, ']', '('}
+	for i := 0; i < 100000; i++ {
+		str = append(str, 0x8c, 18)
+		str = append(str, bytes.Repeat([]byte{'s'}, 18)...)
+	}
+	str = append(str, 'e', '.')
+	if _, err := Decode(bytes.NewReader(str)); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "more than 1048576") {
+		t.Fatalf("strings over the cap: %v, want the cap's refusal", err)
+	}
+	// One string remembered and referred to 20,000 times: slots only.
+	refs := []byte{0x80, 4, ']', 0x8c, 100}
+	refs = append(refs, bytes.Repeat([]byte{'r'}, 100)...)
+	refs = append(refs, 0x94, '0', '(')
+	for i := 0; i < 20000; i++ {
+		refs = append(refs, 'h', 0)
+	}
+	refs = append(refs, 'e', '.')
+	v, err := Decode(bytes.NewReader(refs))
+	if err != nil {
+		t.Fatalf("memo references: %v", err)
+	}
+	if l, ok := v.([]any); !ok || len(l) != 20000 {
+		t.Fatalf("memo references decoded to %T of %d", v, len(v.([]any)))
 	}
 }
 

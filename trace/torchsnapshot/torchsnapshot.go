@@ -60,6 +60,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"os"
 	"path/filepath"
 	"sort"
@@ -304,8 +305,16 @@ func writeText(b *strings.Builder, v any, depth int) {
 			writeText(b, x.Values[i], depth+1)
 		})
 	default:
-		fmt.Fprint(b, v)
+		b.WriteString(short(v))
 	}
+}
+
+// short is v as text, an integer too long to print usefully summarised.
+func short(v any) string {
+	if x, ok := v.(*big.Int); ok && x.BitLen() > 128 {
+		return fmt.Sprintf("<an integer of %d bits>", x.BitLen())
+	}
+	return fmt.Sprint(v)
 }
 
 func kind(v any) string {
@@ -320,7 +329,7 @@ func kind(v any) string {
 		return "tuple"
 	case string:
 		return "str"
-	case int64:
+	case int64, *big.Int:
 		return "int"
 	case float64:
 		return "float"
@@ -350,7 +359,7 @@ func entry(v any) (Entry, error) {
 		}
 		n, ok := x.(int64)
 		if !ok || n < 0 {
-			return fmt.Errorf("%s is %v (%s), not a non-negative int", name, x, kind(x))
+			return fmt.Errorf("%s is %s (%s), not a non-negative int", name, short(x), kind(x))
 		}
 		*dst = uint64(n)
 		return nil

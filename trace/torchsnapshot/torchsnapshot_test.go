@@ -161,6 +161,8 @@ func TestMalformed(t *testing.T) {
 		{"alloc without size", top(dev(entry(str("action"), str("alloc"), str("addr"), "K\x01", str("stream"), "K\x00"))), "without size"},
 		{"negative size", top(dev(entry(str("action"), str("alloc"), str("addr"), "K\x01", str("size"), "J\xff\xff\xff\xff", str("stream"), "K\x00"))), "size is -1"},
 		{"code", pk("\x8c\x02os\x8c\x06system\x93"), "STACK_GLOBAL"},
+		// A 4,000-bit address: summarised, not printed in 1,200 digits.
+		{"huge address", top(dev(entry(str("action"), str("alloc"), str("addr"), "\x8b\xf4\x01\x00\x00"+strings.Repeat("\x5a", 500), str("size"), "K\x01"))), "addr is <an integer of 3999 bits> (int)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Read(bytes.NewReader(c.in))
