@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	_ "embed"
 	"fmt"
@@ -34,16 +35,20 @@ func readBundled() (*trace.Trace, error) {
 	return tr, nil
 }
 
-// readStdin reads all of standard input for "-".
-func readStdin() ([]byte, error) {
-	data, err := io.ReadAll(stdin)
-	if err != nil {
-		return nil, fmt.Errorf("gpumem: reading standard input: %w", err)
+// openStdin returns standard input for "-", buffered, with its first bytes
+// (at most 4096, for telling a snapshot from a trace): the readers take it
+// from there as they take a file, streamed, within their own limits, not
+// read whole into memory first.
+func openStdin() (*bufio.Reader, []byte, error) {
+	r := bufio.NewReaderSize(stdin, 64<<10)
+	head, err := r.Peek(4096)
+	if err != nil && err != io.EOF {
+		return nil, nil, fmt.Errorf("gpumem: reading standard input: %w", err)
 	}
-	if len(data) == 0 {
-		return nil, fmt.Errorf("gpumem: standard input is empty (\"-\" reads a trace or a snapshot from it)")
+	if len(head) == 0 {
+		return nil, nil, fmt.Errorf("gpumem: standard input is empty (\"-\" reads a trace or a snapshot from it)")
 	}
-	return data, nil
+	return r, head, nil
 }
 
 // isSnapshotData tells a PyTorch snapshot from a trace by its first bytes.

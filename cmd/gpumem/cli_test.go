@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -153,6 +154,38 @@ func TestReplayStdin(t *testing.T) {
 	code, o, e = runCmd(t, "convert", "-")
 	if code != exitOK || !strings.HasPrefix(o, "a ") && !strings.Contains(o, "\na ") || !strings.Contains(e, "stdin: PyTorch snapshot") {
 		t.Fatalf("convert -: exit %d, stderr %s", code, e)
+	}
+}
+
+// zeros is a standard input of 256 MiB of zero bytes, counting what is
+// read of it.
+type zeros struct{ n int64 }
+
+func (z *zeros) Read(p []byte) (int, error) {
+	if z.n >= 256<<20 {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), 256<<20-z.n)]
+	clear(p)
+	z.n += int64(len(p))
+	return len(p), nil
+}
+
+// TestStdinStreamed checks that "-" is read as a file is, streamed: a long
+// input with no line break fails at the trace reader's line limit,
+// having read a bounded amount, not all of it first.
+func TestStdinStreamed(t *testing.T) {
+	withFake(t, newFakeGPU(1, 1<<40))
+	old := stdin
+	defer func() { stdin = old }()
+	z := &zeros{}
+	stdin = z
+	code, _, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "-")
+	if code != exitFail || !strings.Contains(e, "stdin") {
+		t.Fatalf("256 MiB of zeros on stdin: exit %d, %s", code, e)
+	}
+	if z.n > 64<<20 {
+		t.Errorf("read %d bytes of stdin before failing, want a bounded amount", z.n)
 	}
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"compress/gzip"
 	"fmt"
 	"io"
@@ -56,11 +55,11 @@ func convertSnapshot(path string, dev int, stderr io.Writer) (*trace.Trace, erro
 		name string
 	)
 	if path == "-" {
-		data, rerr := readStdin()
+		r, _, rerr := openStdin()
 		if rerr != nil {
 			return nil, rerr
 		}
-		s, err = torchsnapshot.Read(bytes.NewReader(data))
+		s, err = torchsnapshot.Read(r)
 		path, name = "stdin", "stdin"
 		if err != nil {
 			err = fmt.Errorf("stdin: %w", err)
@@ -164,18 +163,18 @@ func isSnapshotFile(path string) bool {
 // reads either from standard input.
 func readTraceOrSnapshot(path string, stderr io.Writer) (*trace.Trace, error) {
 	if path == "-" {
-		data, err := readStdin()
+		r, head, err := openStdin()
 		if err != nil {
 			return nil, err
 		}
-		if isSnapshotData(data) {
-			s, err := torchsnapshot.Read(bytes.NewReader(data))
+		if isSnapshotData(head) {
+			s, err := torchsnapshot.Read(r)
 			if err != nil {
 				return nil, fmt.Errorf("stdin: %w", err)
 			}
 			return snapshotTrace(s, "stdin", "stdin", -1, stderr)
 		}
-		tr, err := trace.Read(bytes.NewReader(data))
+		tr, err := trace.Read(r)
 		if err != nil {
 			return nil, fmt.Errorf("stdin: %w", err)
 		}
