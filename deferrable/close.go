@@ -17,6 +17,9 @@ import (
 // released are dropped; their streams should be idle. Later calls fail with
 // ErrClosed, but Close, which returns nil as every allocator's does.
 func (m *Manager) Close() error {
+	if m == nil {
+		return fmt.Errorf("deferrable: Close of a nil manager: %w", gpumem.ErrInvalidValue)
+	}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()

@@ -5,6 +5,7 @@
 package deferrable
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gpumem/gpumem"
@@ -28,6 +29,26 @@ func (m *Manager) recordFenceLocked(b *Buffer, s gpumem.Stream) error {
 		return fmt.Errorf("deferrable: record event on %v: %w", s, err)
 	}
 	return nil
+}
+
+// errHoldEnded is matched by fenceOrSyncLocked's error when no fence could
+// be recorded but the device was synchronized instead: the hold ends.
+var errHoldEnded = errors.New("no fence could be recorded on the stream (destroyed, or not live): the device was synchronized instead and the hold ended")
+
+// fenceOrSyncLocked records b's fence on s, the end of a hold. If that
+// fails (s destroyed since it was acquired on, say), the device is
+// synchronized instead, so that no work queued on s can still use b, and
+// the error returned matches errHoldEnded and wraps the recording's; if
+// that fails too, the hold must stay, and the error says both.
+func (m *Manager) fenceOrSyncLocked(b *Buffer, s gpumem.Stream) error {
+	err := m.recordFenceLocked(b, s)
+	if err == nil {
+		return nil
+	}
+	if serr := m.b.DeviceSynchronize(m.dev); serr != nil {
+		return errors.Join(err, fmt.Errorf("deferrable: synchronizing device %d instead: %w", m.dev, serr))
+	}
+	return fmt.Errorf("%w: %w", errHoldEnded, err)
 }
 
 func (m *Manager) eventLocked() (gpumem.Event, error) {

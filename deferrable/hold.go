@@ -6,6 +6,7 @@ package deferrable
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/gpumem/gpumem"
@@ -97,7 +98,9 @@ func (b *Buffer) acquire(s gpumem.Stream, async bool) (gpumem.Ptr, error) {
 
 // Release ends one Acquire hold. When the last one ends, an event is recorded
 // on each stream the holders named, so a later spill or free waits for the
-// work they queued there; the host does not wait.
+// work they queued there; the host does not wait. If a stream can no
+// longer take the event (destroyed since), the device is synchronized
+// instead and the hold still ends; the error returned says so.
 func (b *Buffer) Release() error {
 	m, err := b.lockUsable("release")
 	if err != nil {
@@ -107,10 +110,14 @@ func (b *Buffer) Release() error {
 	if b.syncLocks == 0 {
 		return fmt.Errorf("deferrable: release: buffer %d is not acquired: %w", b.id, gpumem.ErrInvalidValue)
 	}
+	var failed error
 	if b.syncLocks == 1 {
 		for _, s := range b.syncStreams {
-			if err := m.recordFenceLocked(b, s); err != nil {
-				return fmt.Errorf("deferrable: release: %w", err)
+			if err := m.fenceOrSyncLocked(b, s); err != nil {
+				if !errors.Is(err, errHoldEnded) {
+					return fmt.Errorf("deferrable: release: %w", err)
+				}
+				failed = errors.Join(failed, err)
 			}
 		}
 		b.syncStreams = b.syncStreams[:0]
@@ -118,12 +125,17 @@ func (b *Buffer) Release() error {
 	b.syncLocks--
 	m.clock++
 	b.lastUsed = m.clock
+	if failed != nil {
+		return fmt.Errorf("deferrable: release: %w", failed)
+	}
 	return nil
 }
 
 // ReleaseAsync ends one AcquireAsync hold on s: it records an event on s and
 // the lock drops when s reaches it (checked lazily, when the manager looks for
-// buffers to spill). The host does not wait.
+// buffers to spill). The host does not wait. If s can no longer take the
+// event (destroyed since), the device is synchronized instead and the hold
+// ends, with an error that says so.
 func (b *Buffer) ReleaseAsync(s gpumem.Stream) error {
 	m, err := b.lockUsable("release async")
 	if err != nil {
@@ -133,7 +145,15 @@ func (b *Buffer) ReleaseAsync(s gpumem.Stream) error {
 	if b.held[s] == 0 {
 		return fmt.Errorf("deferrable: release async: buffer %d is not held on %v: %w", b.id, s, gpumem.ErrInvalidValue)
 	}
-	if err := m.recordFenceLocked(b, s); err != nil {
+	if err := m.fenceOrSyncLocked(b, s); err != nil {
+		if !errors.Is(err, errHoldEnded) {
+			return fmt.Errorf("deferrable: release async: %w", err)
+		}
+		// The device was synchronized: nothing queued on s can still
+		// use the buffer, and there is no fence to wait for.
+		if b.held[s]--; b.held[s] == 0 {
+			delete(b.held, s)
+		}
 		return fmt.Errorf("deferrable: release async: %w", err)
 	}
 	if b.held[s]--; b.held[s] == 0 {

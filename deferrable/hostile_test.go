@@ -2,6 +2,7 @@ package deferrable_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/gpumem/gpumem"
@@ -78,4 +79,66 @@ func TestHostileManager(t *testing.T) {
 			checkLeaks(t, g)
 		})
 	}
+}
+
+// TestHoldOnDeadStream checks that a hold cannot be taken on a stream that
+// is not live, and that a hold whose stream was destroyed before its
+// release ends anyway (the device synchronized in place of the fence),
+// with an error that says so: the buffer can then be freed.
+func TestHoldOnDeadStream(t *testing.T) {
+	g := newSim(t, 1<<30, false)
+	m := newManager(t, g, deferrable.Options{})
+	b, err := m.Alloc(4096, gpumem.Stream{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := gpumem.Stream{Handle: 0xbad}
+	if _, err := b.Acquire(bad); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("Acquire on a stream that was never made: %v, want ErrInvalidValue", err)
+	}
+	if _, err := b.AcquireAsync(bad); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("AcquireAsync on a stream that was never made: %v, want ErrInvalidValue", err)
+	}
+	if b.Locked() {
+		t.Fatal("a refused Acquire left the buffer locked")
+	}
+	for _, async := range []bool{false, true} {
+		s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if async {
+			_, err = b.AcquireAsync(s)
+		} else {
+			_, err = b.Acquire(s)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.StreamDestroy(s); err != nil {
+			t.Fatal(err)
+		}
+		if async {
+			err = b.ReleaseAsync(s)
+		} else {
+			err = b.Release()
+		}
+		if err == nil || !strings.Contains(err.Error(), "hold ended") {
+			t.Errorf("release after the stream was destroyed (async %v): %v, want an error saying the hold ended", async, err)
+		}
+		if b.Locked() {
+			t.Fatalf("async %v: the buffer stays locked after its stream was destroyed", async)
+		}
+	}
+	if err := b.Free(); err != nil {
+		t.Fatalf("Free after the holds ended: %v", err)
+	}
+	var none *deferrable.Manager
+	if err := none.Close(); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("Close of a nil manager: %v, want ErrInvalidValue", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkLeaks(t, g)
 }

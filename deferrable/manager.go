@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/history"
+	"github.com/gpumem/gpumem/internal/streamcheck"
 )
 
 // ErrLocked is returned when an operation needs a buffer that nobody holds
@@ -156,6 +157,11 @@ func (m *Manager) Device() int { return m.dev }
 func (m *Manager) checkStream(op string, s gpumem.Stream) error {
 	if s.Device != m.dev {
 		return fmt.Errorf("deferrable: %s: %v is not on device %d: %w", op, s, m.dev, gpumem.ErrInvalidValue)
+	}
+	if !s.IsDefault() {
+		if err := streamcheck.Check(m.b, s); err != nil {
+			return fmt.Errorf("deferrable: %s: %v is not a live stream: %w", op, s, err)
+		}
 	}
 	return nil
 }
