@@ -411,11 +411,16 @@ func (a *Allocator) Manage(src gpumem.Ptr, size uint64, srcLoc gpumem.Location, 
 	if err := a.checkLocation(srcLoc); err != nil {
 		return nil, err
 	}
-	if own := a.Buffer(src); own != nil && a.opts.MoveOnCopy {
-		if size != own.Size {
+	if own := a.Buffer(src); own != nil {
+		// A managed buffer of this allocator: moved with MoveOnCopy (all
+		// of it), else copied (at most all of it: the bytes after it
+		// belong to something else).
+		if a.opts.MoveOnCopy && size != own.Size || size > own.Size {
 			return nil, fmt.Errorf("managed: Manage of %d bytes of a %d-byte managed buffer: %w", size, own.Size, gpumem.ErrInvalidValue)
 		}
-		return own.To(srcLoc, ToOptions{Stream: s})
+		if a.opts.MoveOnCopy {
+			return own.To(srcLoc, ToOptions{Stream: s})
+		}
 	}
 	dst, err := a.Alloc(size, srcLoc, s)
 	if err != nil {

@@ -666,3 +666,31 @@ func DefaultOptionsCachingWithHistory() (o cachingOptions) {
 	o.HistorySize = 64
 	return o
 }
+
+// TestManageBoundsAManagedSource checks that Manage of a managed buffer of
+// this allocator copies at most the buffer, with or without MoveOnCopy:
+// the bytes after it belong to another allocation.
+func TestManageBoundsAManagedSource(t *testing.T) {
+	for _, move := range []bool{false, true} {
+		_, a := setup(t, sim.Config{}, Options{MoveOnCopy: move})
+		small, err := a.Alloc(100, dev0, s0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Manage(small.Ptr, 4096, dev0, s0); !errors.Is(err, gpumem.ErrInvalidValue) || !strings.Contains(err.Error(), "100-byte managed buffer") {
+			t.Errorf("MoveOnCopy %v: Manage of 4096 bytes of a 100-byte buffer: %v, want ErrInvalidValue naming the buffer's size", move, err)
+		}
+		if !move {
+			c, err := a.Manage(small.Ptr, 64, dev0, s0) // a prefix: a copy
+			if err != nil || c.Size != 64 || c.Ptr == small.Ptr {
+				t.Fatalf("Manage of a 64-byte prefix: %v, %v", c, err)
+			}
+			if err := c.Free(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := small.Free(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
