@@ -210,8 +210,33 @@ func TestOpenErrors(t *testing.T) {
 		}
 	}
 	bad.Table = nil
-	if _, err := bind.Open(bad, bind.CUDA); err == nil {
-		t.Error("no table accepted")
+	if _, err := bind.Open(bad, bind.CUDA); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("no table: %v, want ErrInvalidValue", err)
+	}
+	// A row required for a vendor must name that vendor's symbol.
+	bad.Table = bind.NewTable("x", bind.Func{Op: "Y", Symbol: bind.Symbols("strlen", ""), Args: bind.Args(1), Required: bind.Both})
+	if _, err := bind.Open(bad, bind.HIP); !errors.Is(err, gpumem.ErrInvalidValue) || !strings.Contains(err.Error(), "Y is required for hip but names no hip symbol") {
+		t.Errorf("required row without the vendor's symbol: %v", err)
+	}
+	// WithPath stands for the candidates when the library declares none.
+	bare := libc()
+	bare.Files, bare.Env = [bind.NumVendors][]string{}, ""
+	if _, err := bind.Open(bare, bind.CUDA); !errors.Is(err, gpumem.ErrNotSupported) {
+		t.Errorf("no file names and no path: %v, want ErrNotSupported", err)
+	}
+	l, err := bind.Open(bare, bind.CUDA, bind.WithPath("libc.so.6"))
+	if err != nil {
+		t.Fatalf("WithPath with no declared file names: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Error(err)
+	}
+	var none *bind.Lib
+	if none.Has(opStrlen) {
+		t.Error("a nil library has a function")
+	}
+	if err := none.Close(); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("Close of a nil library: %v, want ErrInvalidValue", err)
 	}
 }
 

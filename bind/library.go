@@ -1,7 +1,6 @@
 package bind
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -196,7 +195,7 @@ type Lib struct {
 
 // Errors of Open and the calls.
 var (
-	errNoTable = errors.New("library declares no table")
+	errNoTable = fmt.Errorf("library declares no table: %w", gpumem.ErrInvalidValue)
 )
 
 // Candidates returns the files Open tries for vendor v, in order: the
@@ -235,7 +234,7 @@ func (lib *Library) candidates(v Vendor, o options) []string {
 	return lib.Files[v]
 }
 
-func (lib *Library) validate(v Vendor) error {
+func (lib *Library) validate(v Vendor, o options) error {
 	if lib == nil {
 		return fmt.Errorf("gpumem: bind: nil library: %w", gpumem.ErrInvalidValue)
 	}
@@ -252,8 +251,11 @@ func (lib *Library) validate(v Vendor) error {
 		if !r.Args.Valid(MaxArgs) {
 			return fmt.Errorf("gpumem: bind: %s: %s: argument words %v: each vendor's must be 0 (undeclared), NoArgs or 1 to %d (build them with Args or ArgsPer): %w", lib.Name, r.Op, [NumVendors]int(r.Args), MaxArgs, gpumem.ErrInvalidValue)
 		}
+		if r.Required[v] && r.Symbol[v] == "" {
+			return fmt.Errorf("gpumem: bind: %s: %s is required for %s but names no %s symbol: %w", lib.Name, r.Op, v, v, gpumem.ErrInvalidValue)
+		}
 	}
-	if len(lib.Files[v]) == 0 && lib.Env == "" {
+	if len(lib.Files[v]) == 0 && lib.Env == "" && o.path == "" {
 		return fmt.Errorf("gpumem: bind: %s: no file names for %s: %w", lib.Name, v, gpumem.ErrNotSupported)
 	}
 	return nil
@@ -262,7 +264,7 @@ func (lib *Library) validate(v Vendor) error {
 // load opens the library and resolves every row; it does not fail on
 // missing symbols.
 func load(lib *Library, v Vendor, o options) (*Lib, error) {
-	if err := lib.validate(v); err != nil {
+	if err := lib.validate(v, o); err != nil {
 		return nil, err
 	}
 	cands := lib.candidates(v, o)
@@ -340,7 +342,7 @@ func (l *Lib) Version() (string, error) {
 }
 
 // Has reports whether row op resolved.
-func (l *Lib) Has(op Op) bool { return uint(op) < uint(len(l.fns)) && l.fns[op] != 0 }
+func (l *Lib) Has(op Op) bool { return l != nil && uint(op) < uint(len(l.fns)) && l.fns[op] != 0 }
 
 // Addr returns the address of row op's function, or why there is none.
 func (l *Lib) Addr(op Op) (uintptr, error) {
@@ -359,6 +361,9 @@ func (l *Lib) Addr(op Op) (uintptr, error) {
 // Close releases the library. Calls after Close fail with an error
 // matching gpumem.ErrClosed; a second Close does nothing.
 func (l *Lib) Close() error {
+	if l == nil {
+		return fmt.Errorf("gpumem: bind: Close of a nil library: %w", gpumem.ErrInvalidValue)
+	}
 	if l.closed.Swap(true) {
 		return nil
 	}
