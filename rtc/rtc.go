@@ -350,13 +350,13 @@ func (c *Compiler) Compile(ctx context.Context, req Request) (*Result, error) {
 	}
 	opts := append([]string{t.option(req.Binary)}, req.Options...)
 	key := cacheKey(c.String(), c.Backend(), t.name, req.Binary, opts, req.NameExpressions, src)
-	if res, ok := c.cache.get(key); ok {
-		return res, nil
-	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
 		return nil, fmt.Errorf("rtc: %s: compiler closed: %w", c, gpumem.ErrClosed)
+	}
+	if res, ok := c.cache.get(key); ok {
+		return res, nil
 	}
 	if c.vendor == symtab.HIP {
 		c.serial.Lock()

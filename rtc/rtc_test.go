@@ -181,9 +181,17 @@ func TestRequestChecks(t *testing.T) {
 	if _, err := c.Compile(ctx, Request{Source: saxpySrc}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
 	}
+	// A source compiled before Close is in the cache: after Close it is
+	// refused all the same.
+	if _, err := c.Compile(context.Background(), Request{Source: saxpySrc}); err != nil {
+		t.Fatal(err)
+	}
 	c.Close()
 	if _, err := c.Compile(context.Background(), Request{Source: saxpySrc + " "}); !errors.Is(err, gpumem.ErrClosed) {
 		t.Errorf("after Close: %v", err)
+	}
+	if _, err := c.Compile(context.Background(), Request{Source: saxpySrc}); !errors.Is(err, gpumem.ErrClosed) {
+		t.Errorf("after Close, a source in the cache: %v, want ErrClosed", err)
 	}
 }
 
