@@ -84,8 +84,17 @@ func parseImage(image []byte) (*parsedImage, error) {
 		for _, m := range ptxEntry.FindAllSubmatch(image, -1) {
 			p.names[string(m[1])] = true
 		}
+		seen := map[string]bool{}
 		for _, m := range ptxGlobal.FindAllSubmatch(image, -1) {
-			bits, _ := strconv.Atoi(string(m[2]))
+			name := string(m[3])
+			if seen[name] {
+				return nil, fmt.Errorf("PTX global %s declared twice", name)
+			}
+			seen[name] = true
+			bits, err := strconv.Atoi(string(m[2]))
+			if err != nil || bits < 1 || bits > 128 {
+				return nil, fmt.Errorf("PTX global %s: bad type width %q", name, m[2])
+			}
 			size := uint64(max(bits/8, 1))
 			if len(m[4]) > 0 {
 				n, err := strconv.ParseUint(string(m[4]), 10, 40)
