@@ -116,7 +116,7 @@ func TestModules(t *testing.T) {
 	ptxHead := ".version 8.0\n.target sm_90\n"
 	for _, bad := range [][]byte{nil, []byte("gpumem-sim-module 1\nglobal x zero\n"), []byte("gpumem-sim-module 1\nfrobnicate\n"),
 		[]byte(ptxHead + ".global .u32 counter[1048576];\n.global .u32 counter[1048576];\n"), // declared twice
-		[]byte(ptxHead + ".global .b9223372036854775800 big[1048576];\n"),                  // no such width
+		[]byte(ptxHead + ".global .b9223372036854775800 big[1048576];\n"),                    // no such width
 	} {
 		if _, err := g.ModuleLoadData(0, bad); !errors.Is(err, gpumem.ErrInvalidValue) {
 			t.Errorf("image %q: %v", bad, err)
