@@ -48,6 +48,11 @@ func TestAllocatorRegistry(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Key != "backend" || !strings.Contains(err.Error(), "asyncpool, caching") {
 		t.Fatalf("unknown allocator: %v", err)
 	}
+	// A character that would not show is quoted, so that the message says
+	// why "caching" is not caching.
+	if _, err = NewAllocator(b, "backend:caching\u200b"); !errors.Is(err, ErrInvalidValue) || !strings.Contains(err.Error(), `backend:"caching\u200b"`) {
+		t.Fatalf("an invisible character in the name: %v", err)
+	}
 	if _, err = NewAllocator(b, "backend:caching,,"); !errors.Is(err, ErrInvalidValue) {
 		t.Fatalf("bad syntax: %v", err)
 	}

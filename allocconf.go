@@ -3,7 +3,9 @@ package gpumem
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"unicode"
 )
 
 // AllocConfEnv is the environment variable that configures allocators, in
@@ -30,7 +32,11 @@ func (e *ConfError) Error() string {
 	if e.Key == "" {
 		return fmt.Sprintf("gpumem: %s: %q: %s", AllocConfEnv, e.Value, e.Reason)
 	}
-	return fmt.Sprintf("gpumem: %s: %s:%s: %s", AllocConfEnv, e.Key, e.Value, e.Reason)
+	v := e.Value
+	if strings.ContainsFunc(v, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		v = strconv.Quote(v) // a character that would not show: quoted, so that it does
+	}
+	return fmt.Sprintf("gpumem: %s: %s:%s: %s", AllocConfEnv, e.Key, v, e.Reason)
 }
 
 // Unwrap returns ErrInvalidValue.

@@ -317,8 +317,18 @@ func (a *Allocator) EmptyCache() error {
 // its own, and restores the default pool's attributes. Allocations owned by
 // graphs that still exist cannot be freed safely: Close leaves them to the
 // graph and says how many in its error. Every later call fails with
-// ErrClosed. Close is idempotent.
+// ErrClosed. Close is idempotent. While a capture that the allocator has
+// seen is open on a device, Close is refused with ErrCaptureActive and
+// closes nothing: waiting for the device would end the capture
+// (invalidate it), as EmptyCache's would.
 func (a *Allocator) Close() error {
+	if !a.closed.Load() {
+		for _, d := range a.existing() {
+			if open, err := d.captureOpen(); err == nil && open {
+				return fmt.Errorf("asyncpool: Close: a capture is open on device %d (end it first): %w: %w", d.id, ErrCaptureActive, gpumem.ErrInvalidValue)
+			}
+		}
+	}
 	a.initMu.Lock()
 	if a.closed.Swap(true) {
 		a.initMu.Unlock()

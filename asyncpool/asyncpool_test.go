@@ -362,7 +362,7 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("nil backend: %v", err)
 	}
 	for _, o := range []asyncpool.Options{
-		{ThrottleRatio: -1}, {HistorySize: -1},
+		{ThrottleRatio: -1}, {HistorySize: -1}, {HistorySize: 1 << 40},
 		{CaptureCheck: 9}, {PeerAccess: []int{-1}}, {PeerAccess: []int{3}},
 	} {
 		if _, err := asyncpool.New(r.g, o); !errors.Is(err, gpumem.ErrInvalidValue) {

@@ -292,6 +292,56 @@ func TestCloseLeavesGraphMemory(t *testing.T) {
 	}
 }
 
+// Close during an open capture is refused and changes nothing: the capture
+// ends valid, its graph owns its allocation, and Close then works.
+func TestCloseDuringCapture(t *testing.T) {
+	g, err := sim.New(sim.Config{Devices: []sim.DeviceConfig{{Name: "d", Capacity: gib}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	a, err := asyncpool.New(g, asyncpool.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.BeginCapture(s, gpumem.CaptureModeRelaxed); err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.Allocate(4096, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); !errors.Is(err, asyncpool.ErrCaptureActive) || !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Fatalf("Close during a capture: %v, want ErrCaptureActive", err)
+	}
+	graph, err := a.EndCapture(s)
+	if err != nil {
+		t.Fatalf("the capture after a refused Close: %v", err)
+	}
+	if err := a.Deallocate(p, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.GraphDestroy(graph); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close after the capture ended and its graph was destroyed: %v", err)
+	}
+	if err := g.StreamDestroy(s); err != nil {
+		t.Fatal(err)
+	}
+	if l := g.Leaks(); len(l) != 0 {
+		t.Errorf("leaks: %v", l)
+	}
+	if v := g.Violations(); len(v) != 0 {
+		t.Errorf("violations: %v", v)
+	}
+}
+
 // Statistics read during a global-mode capture leave it valid: the driver
 // refuses pool queries then, so the pool figures are those read last.
 func TestStatsDuringCapture(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/history"
 )
 
 // KeepAll is the release threshold that keeps every byte the pool has
@@ -128,8 +129,8 @@ func (o *Options) normalize() error {
 	if math.IsNaN(o.ThrottleRatio) || o.ThrottleRatio < 0 {
 		return fmt.Errorf("asyncpool: throttle ratio %v must be positive: %w", o.ThrottleRatio, gpumem.ErrInvalidValue)
 	}
-	if o.HistorySize < 0 {
-		return fmt.Errorf("asyncpool: history size %d is negative: %w", o.HistorySize, gpumem.ErrInvalidValue)
+	if o.HistorySize < 0 || o.HistorySize > history.MaxSize {
+		return fmt.Errorf("asyncpool: history size %d is not in [0, %d]: %w", o.HistorySize, history.MaxSize, gpumem.ErrInvalidValue)
 	}
 	switch o.CaptureCheck {
 	case CaptureCheckEveryCall, CaptureCheckHooks, CaptureCheckTracked:

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/config"
+	"github.com/gpumem/gpumem/internal/history"
 )
 
 // Size constants of the allocator, PyTorch's.
@@ -17,6 +18,8 @@ const (
 	MinLargeAlloc = 10 << 20         // requests from this size get a segment of their own size
 	RoundLarge    = 2 << 20          // large segments are multiples of this
 	maxRequest    = 1 << 62          // larger requests are invalid
+	maxChunk      = 1 << 40          // the largest expandable chunk: 1 TiB
+	maxDivisions  = 1 << 20          // the most roundup divisions of an interval (config's bound)
 	mb            = 1 << 20          // one MiB
 	numIntervals  = config.Intervals // power-of-two intervals of roundup_power2_divisions, from 1 MiB
 )
@@ -210,8 +213,8 @@ func (o *Options) validate() (table [numIntervals]int, err error) {
 	if o.SegmentDivisor < 0 {
 		return table, bad("segment divisor", "%d is negative", o.SegmentDivisor)
 	}
-	if o.HistorySize < 0 {
-		return table, bad("history_size", "%d is negative", o.HistorySize)
+	if o.HistorySize < 0 || o.HistorySize > history.MaxSize {
+		return table, bad("history_size", "%d is not in [0, %d]", o.HistorySize, history.MaxSize)
 	}
 	for _, c := range []uint64{o.SmallSegment, o.MinLargeSegment} {
 		if c%RoundLarge != 0 || c > maxRequest {
@@ -221,6 +224,9 @@ func (o *Options) validate() (table [numIntervals]int, err error) {
 	for _, c := range []uint64{o.ExpandableSmallChunk, o.ExpandableLargeChunk} {
 		if c != 0 && c%MinBlockSize != 0 {
 			return table, bad("expandable_segments", "chunk size %d is not a multiple of %d", c, MinBlockSize)
+		}
+		if c > maxChunk {
+			return table, bad("expandable_segments", "chunk size %d is over %d", c, uint64(maxChunk))
 		}
 	}
 	table, err = divisionTable(o.RoundupPower2Divisions)
@@ -242,6 +248,9 @@ func divisionTable(divs []Division) (table [numIntervals]int, err error) {
 	for _, dv := range divs {
 		if d := dv.Divisions; d < 0 || (d != 0 && d&(d-1) != 0) {
 			return table, bad("%d divisions is not a power of two", d)
+		}
+		if dv.Divisions > maxDivisions {
+			return table, bad("%d divisions is over %d", dv.Divisions, maxDivisions)
 		}
 		if last == numIntervals {
 			return table, bad("\">\" must be the last interval")

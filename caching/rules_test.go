@@ -370,7 +370,9 @@ func TestBadInput(t *testing.T) {
 	check("capture after close", err, gpumem.ErrClosed)
 	check("second close", a.Close(), nil)
 	for _, o := range []Options{{MaxSplitSize: 1 << 20}, {GarbageCollectionThreshold: 1.5}, {PerProcessMemoryFraction: -1},
-		{HistorySize: -1}, {RoundupPower2Divisions: []Division{{UpToMB: 0, Divisions: 3}}}} {
+		{HistorySize: -1}, {HistorySize: 1 << 40}, {RoundupPower2Divisions: []Division{{UpToMB: 0, Divisions: 3}}},
+		{RoundupPower2Divisions: []Division{{UpToMB: 0, Divisions: 1 << 55}}},
+		{ExpandableSegments: true, ExpandableLargeChunk: 1<<64 - 512}, {ExpandableSegments: true, ExpandableSmallChunk: 1<<64 - 512}} {
 		if _, err := New(fakegpu.New(1<<30), o); !errors.Is(err, gpumem.ErrInvalidValue) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidValue", o, err)
 		}

@@ -135,6 +135,9 @@ func (a *Allocator) Sleep(ctx context.Context) error {
 	if a.closed.Load() {
 		return errClosed()
 	}
+	if ctx == nil {
+		return errNilContext("Sleep")
+	}
 	var slept []int
 	for i := range a.devs {
 		d := a.devs[i]
@@ -159,7 +162,15 @@ func (a *Allocator) Sleep(ctx context.Context) error {
 
 // SleepDevice is Sleep for device dev alone.
 func (a *Allocator) SleepDevice(ctx context.Context, dev int) error {
+	if ctx == nil {
+		return errNilContext("SleepDevice")
+	}
 	return a.onDevice(dev, func(d *device) error { return d.sleepLocked(ctx) })
+}
+
+// errNilContext is the error of Sleep and Wake given a nil context.
+func errNilContext(op string) error {
+	return fmt.Errorf("caching: %s: nil context (use context.Background()): %w", op, gpumem.ErrInvalidValue)
 }
 
 // onDevice runs fn with device dev's lock held.

@@ -350,6 +350,19 @@ func TestSleepRefusals(t *testing.T) {
 	if err := b.SleepDevice(cctx, 0); !errors.Is(err, context.Canceled) || b.Asleep(0) {
 		t.Errorf("Sleep with a cancelled context: %v, asleep %v", err, b.Asleep(0))
 	}
+	// A nil context is refused, and leaves the devices usable.
+	var none context.Context
+	for name, f := range map[string]func() error{
+		"Sleep": func() error { return b.Sleep(none) }, "SleepDevice": func() error { return b.SleepDevice(none, 0) },
+		"Wake": func() error { return b.Wake(none) }, "WakeDevice": func() error { return b.WakeDevice(none, 0) },
+	} {
+		if err := f(); !errors.Is(err, gpumem.ErrInvalidValue) || !strings.Contains(err.Error(), "nil context") {
+			t.Errorf("%s(nil): %v, want ErrInvalidValue naming the nil context", name, err)
+		}
+	}
+	if b.Asleep(0) {
+		t.Error("a refused Sleep left device 0 asleep")
+	}
 	if err := b.Deallocate(q, gpumem.Stream{Device: 0}); err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,9 @@ func (a *Allocator) Wake(ctx context.Context) error {
 	if a.closed.Load() {
 		return errClosed()
 	}
+	if ctx == nil {
+		return errNilContext("Wake")
+	}
 	var errs []error
 	for _, d := range a.devs {
 		d.mu.Lock()
@@ -39,6 +42,9 @@ func (a *Allocator) Wake(ctx context.Context) error {
 
 // WakeDevice is Wake for device dev alone.
 func (a *Allocator) WakeDevice(ctx context.Context, dev int) error {
+	if ctx == nil {
+		return errNilContext("WakeDevice")
+	}
 	return a.onDevice(dev, func(d *device) error { return d.wakeLocked(ctx) })
 }
 

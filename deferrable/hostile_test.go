@@ -142,3 +142,12 @@ func TestHoldOnDeadStream(t *testing.T) {
 	}
 	checkLeaks(t, g)
 }
+
+// TestHugeHistory checks that a history ring too large to allocate is an
+// error, not a process out of memory.
+func TestHugeHistory(t *testing.T) {
+	g := newSim(t, 1<<30, false)
+	if _, err := deferrable.New(g, 0, deferrable.Options{HistorySize: 1 << 40}); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("HistorySize 1<<40: %v, want ErrInvalidValue", err)
+	}
+}

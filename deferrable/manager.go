@@ -119,6 +119,8 @@ func New(b gpumem.Backend, dev int, opts Options) (*Manager, error) {
 		opts.HistorySize = DefaultHistorySize
 	case opts.HistorySize < 0:
 		opts.HistorySize = 0
+	case opts.HistorySize > history.MaxSize:
+		return nil, fmt.Errorf("deferrable: history size %d is over %d: %w", opts.HistorySize, history.MaxSize, gpumem.ErrInvalidValue)
 	}
 	m := &Manager{
 		b: b, dev: dev, res: opts.Resource, policy: opts.Policy, cb: opts.Callbacks,

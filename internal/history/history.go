@@ -14,6 +14,11 @@ import (
 	"github.com/gpumem/gpumem/internal/clock"
 )
 
+// MaxSize is the largest ring an allocator accepts: 4,194,304 entries,
+// 256 MiB a device. The ring is allocated whole when the device is first
+// used, so a larger size is a mistake to report, not memory to take.
+const MaxSize = 1 << 22
+
 // Ring keeps the last n entries. The zero Ring (or a Ring of size 0) keeps
 // nothing, and Add on it costs a length check.
 type Ring struct {
