@@ -21,7 +21,8 @@
 // keeps device_traces (each device's history: action, addr, size, stream
 // per entry; time_us, frames and the rest are ignored), the number of
 // segments, and allocator_settings as text. Input is capped at MaxSize
-// bytes after decompression.
+// bytes after decompression, and the memory its values take by the pickle
+// reader's budget (pickle.MaxDecoded).
 //
 // # Conversion rules
 //
