@@ -22,7 +22,7 @@
 // per entry; time_us, frames and the rest are ignored), the number of
 // segments, and allocator_settings as text. Input is capped at MaxSize
 // bytes after decompression, and the memory its values take by the pickle
-// reader's budget (pickle.MaxDecoded).
+// reader's budget (24 bytes a byte of input plus 256 MiB, 8 GiB in all).
 //
 // # Conversion rules
 //
