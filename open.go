@@ -181,23 +181,22 @@ func (e *OpenError) Error() string {
 	return b.String()
 }
 
-// Is matches ErrLibraryNotFound only when every backend failed to load its
-// library, and ErrNoDevice when at least one loaded but found no device.
+// Is matches ErrNoDevice when at least one backend loaded but found no
+// device, and any other error (ErrLibraryNotFound, ErrNotSupported, ...)
+// when every backend tried failed with it.
 func (e *OpenError) Is(target error) bool {
-	switch target {
-	case ErrNoDevice:
+	if target == ErrNoDevice {
 		for _, err := range e.Tried {
 			if errors.Is(err, ErrNoDevice) {
 				return true
 			}
 		}
-	case ErrLibraryNotFound:
-		for _, err := range e.Tried {
-			if !errors.Is(err, ErrLibraryNotFound) {
-				return false
-			}
-		}
-		return len(e.Tried) > 0
+		return false
 	}
-	return false
+	for _, err := range e.Tried {
+		if !errors.Is(err, target) {
+			return false
+		}
+	}
+	return len(e.Tried) > 0
 }

@@ -132,6 +132,10 @@ func TestOpenAutoNothingLinked(t *testing.T) {
 	if !errors.As(err, &oe) || !errors.Is(oe.Tried[0], ErrNotSupported) || len(opened) != 0 {
 		t.Errorf("auto with nothing to try: %v (opened %v)", err, opened)
 	}
+	// The error says "not supported" and matches ErrNotSupported.
+	if !errors.Is(err, ErrNotSupported) || errors.Is(err, ErrNoDevice) {
+		t.Errorf("auto with nothing to try: %v does not match ErrNotSupported alone", err)
+	}
 }
 
 func TestRegisterRejectsMistakes(t *testing.T) {

@@ -419,3 +419,23 @@ func TestCapturesOpen(t *testing.T) {
 	fakeCapturing.Delete(uintptr(fakeStickyStream))
 	open(false, "after the stuck capture's stream was destroyed")
 }
+
+// TestPoolBoolAttribute checks that a reuse policy set to any value but 0
+// reaches the driver as 1 (a 32-bit int): 1<<32 was truncated to false.
+func TestPoolBoolAttribute(t *testing.T) {
+	b := openFake(t)
+	defer b.Close()
+	pool := gpumem.MemPool{Handle: 0x9000, Device: 1}
+	for _, c := range []struct {
+		v    uint64
+		want int32
+	}{{1 << 32, 1}, {1, 1}, {0, 0}, {^uint64(0), 1}} {
+		fakePoolBool.Store(-1)
+		if err := b.MemPoolSetAttribute(pool, gpumem.PoolReuseAllowOpportunistic, c.v); err != nil {
+			t.Fatal(err)
+		}
+		if got := fakePoolBool.Load(); got != c.want {
+			t.Errorf("PoolReuseAllowOpportunistic = %#x reached the driver as %d, want %d", c.v, got, c.want)
+		}
+	}
+}

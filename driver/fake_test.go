@@ -99,8 +99,14 @@ func fakeFunctions() map[string]uintptr {
 				put(p, int32(attr)*10+int32(dev))
 				return 0
 			}),
-			"cuStreamQuery":         cb(func(s uintptr) uintptr { return 600 }),
-			"cuMemPoolTrimTo":       cb(func(pool, keep uintptr) uintptr { return 801 }),
+			"cuStreamQuery":   cb(func(s uintptr) uintptr { return 600 }),
+			"cuMemPoolTrimTo": cb(func(pool, keep uintptr) uintptr { return 801 }),
+			"cuMemPoolSetAttribute": cb(func(pool, attr, v uintptr) uintptr {
+				if attr <= 3 { // the reuse policies: an int
+					fakePoolBool.Store(*(*int32)(unsafe.Pointer(v)))
+				}
+				return 0
+			}),
 			"cuMemFree_v2":          cb(func(p uintptr) uintptr { return 1 }),
 			"cuMemAdvise_v2":        cb(func(p, n, adv, loc uintptr) uintptr { fakeLoc.Store(uint64(loc)); return 0 }),
 			"cuCtxEnablePeerAccess": cb(func(ctx, flags uintptr) uintptr { return 704 }),
@@ -238,3 +244,6 @@ func openFake(t interface {
 func isNotSupportedNaming(err error, sym string) bool {
 	return errors.Is(err, gpumem.ErrNotSupported) && strings.Contains(err.Error(), sym)
 }
+
+// fakePoolBool is the last int (boolean) pool attribute set.
+var fakePoolBool atomic.Int32

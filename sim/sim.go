@@ -267,7 +267,11 @@ func openFromEnv(_ string) (gpumem.Backend, error) {
 	for i := range cfg.Devices {
 		cfg.Devices[i].Capacity = capacity
 	}
-	return New(cfg)
+	g, err := New(cfg)
+	if err != nil {
+		return nil, err // a nil Backend, not a nil *GPU in one
+	}
+	return g, nil
 }
 
 // enter counts a call of m and reports ErrClosed or an injected fault.

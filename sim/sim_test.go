@@ -459,6 +459,9 @@ func TestVMMRules(t *testing.T) {
 	// Mapping the same physical memory twice shares the data.
 	ok(t, g.MemMap(va.Add(2*gran), gran, gran, h))
 	ok(t, g.MemSetAccess(va, 3*gran, 0, gpumem.AccessReadWrite))
+	if err := g.MemSetAccess(va, ^uint64(0), 0, gpumem.AccessReadWrite); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("an access range that wraps past 2^64: %v, want ErrInvalidValue", err)
+	}
 	ok(t, g.CopyToDevice(va.Add(gran+5), []byte("shared")))
 	got := make([]byte, 6)
 	ok(t, g.CopyFromDevice(got, va.Add(2*gran+5)))

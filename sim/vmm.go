@@ -271,6 +271,9 @@ func (g *GPU) MemSetAccess(p gpumem.Ptr, size uint64, dev int, a gpumem.Access) 
 	if a < gpumem.AccessNone || a > gpumem.AccessReadWrite {
 		return errf(symtab.MemSetAccess, symtab.CUDAInvalidValue, "bad access %d", int(a))
 	}
+	if uint64(p)+size < uint64(p) {
+		return errf(symtab.MemSetAccess, symtab.CUDAInvalidValue, "%#x + %d wraps past the address space", uint64(p), size)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	start := uint64(p)

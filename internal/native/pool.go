@@ -109,7 +109,13 @@ func (b *Backend) MemPoolSetAttribute(p gpumem.MemPool, a gpumem.PoolAttribute, 
 	c := getCell()
 	defer putCell(c)
 	if isInt {
-		*(*int32)(unsafe.Pointer(&c[0])) = int32(v)
+		// The int attributes are the reuse policies, booleans: any value
+		// but 0 is true (a bare int32(v) made 1<<32 false).
+		b32 := int32(0)
+		if v != 0 {
+			b32 = 1
+		}
+		*(*int32)(unsafe.Pointer(&c[0])) = b32
 	} else {
 		c[0] = v
 	}
