@@ -439,3 +439,66 @@ func TestPoolBoolAttribute(t *testing.T) {
 		}
 	}
 }
+
+// TestDestroyedHandlesRefused checks that a stream or event the backend
+// destroyed is refused with ErrInvalidValue before it reaches the library,
+// whatever the call: the library would be handed a dead handle.
+func TestDestroyedHandlesRefused(t *testing.T) {
+	b := openFake(t)
+	defer b.Close()
+	s, err := b.StreamCreate(1, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := b.EventCreate(1, gpumem.EventDisableTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := b.StreamCreate(1, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.EventRecord(e, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.StreamDestroy(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.EventDestroy(e); err != nil {
+		t.Fatal(err)
+	}
+	before := fakeHandles.uses()
+	pool := gpumem.MemPool{Handle: 0x9000, Device: 1}
+	other := gpumem.Event{Handle: 0x5, Device: 1}
+	for name, call := range map[string]func() error{
+		"StreamDestroy again": func() error { return b.StreamDestroy(s) },
+		"StreamSynchronize":   func() error { return b.StreamSynchronize(s) },
+		"StreamQuery":         func() error { _, err := b.StreamQuery(s); return err },
+		"MemsetAsync":         func() error { return b.MemsetAsync(0x1000, 0, 16, s) },
+		"MallocFromPoolAsync": func() error { _, err := b.MallocFromPoolAsync(64, pool, s); return err },
+		"FreeAsync":           func() error { return b.FreeAsync(0x1000, s) },
+		"EventRecord, stream": func() error { return b.EventRecord(other, s) },
+		"EventDestroy again":  func() error { return b.EventDestroy(e) },
+		"EventSynchronize":    func() error { return b.EventSynchronize(e) },
+		"EventQuery":          func() error { _, err := b.EventQuery(e); return err },
+		"EventRecord, event":  func() error { return b.EventRecord(e, live) },
+		"StreamWaitEvent":     func() error { return b.StreamWaitEvent(live, e) },
+		"StreamBeginCapture":  func() error { return b.StreamBeginCapture(s, gpumem.CaptureModeRelaxed) },
+		"StreamCaptureInfo":   func() error { _, err := b.StreamCaptureInfo(s); return err },
+		"MemcpyAsync":         func() error { return b.MemcpyAsync(0x1000, 0x2000, 16, s) },
+	} {
+		if err := call(); !errors.Is(err, gpumem.ErrInvalidValue) || !strings.Contains(err.Error(), "destroyed") {
+			t.Errorf("%s with a destroyed handle: %v, want ErrInvalidValue naming the destruction", name, err)
+		}
+	}
+	if n := fakeHandles.uses() - before; n != 0 {
+		t.Errorf("the library was called %d times with a destroyed handle", n)
+	}
+	// Handles still live are not affected.
+	if err := b.EventRecord(other, live); err != nil {
+		t.Errorf("a live stream after another's destruction: %v", err)
+	}
+	if err := b.StreamDestroy(live); err != nil {
+		t.Fatal(err)
+	}
+}

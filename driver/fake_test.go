@@ -101,9 +101,24 @@ func fakeFunctions() map[string]uintptr {
 			}),
 			"cuStreamQuery":   cb(func(s uintptr) uintptr { return 600 }),
 			"cuMemPoolTrimTo": cb(func(pool, keep uintptr) uintptr { return 801 }),
+			// Streams and events with handles of their own; every call
+			// on one after its destruction is counted (fakeHandles).
+			"cuStreamCreateWithPriority": cb(func(p, flags, prio uintptr) uintptr {
+				put(p, fakeHandles.make())
+				return 0
+			}),
+			"cuEventCreate": cb(func(p, flags uintptr) uintptr {
+				put(p, fakeHandles.make())
+				return 0
+			}),
+			"cuStreamDestroy_v2": cb(func(s uintptr) uintptr { fakeHandles.destroy(s); return 0 }),
+			"cuEventDestroy_v2":  cb(func(e uintptr) uintptr { fakeHandles.destroy(e); return 0 }),
+			"cuEventRecord":      cb(func(e, s uintptr) uintptr { fakeHandles.use(e, s); return 0 }),
+			"cuEventSynchronize": cb(func(e uintptr) uintptr { fakeHandles.use(e); return 0 }),
+			"cuMemsetD8Async":    cb(func(p, v, n, s uintptr) uintptr { fakeHandles.use(s); return 0 }),
 			"cuMemPoolSetAttribute": cb(func(pool, attr, v uintptr) uintptr {
 				if attr <= 3 { // the reuse policies: an int
-					fakePoolBool.Store(*(*int32)(unsafe.Pointer(v)))
+					fakePoolBool.Store(get[int32](v))
 				}
 				return 0
 			}),
@@ -247,3 +262,50 @@ func isNotSupportedNaming(err error, sym string) bool {
 
 // fakePoolBool is the last int (boolean) pool attribute set.
 var fakePoolBool atomic.Int32
+
+// fakeHandles gives stream and event handles and counts the calls the fake
+// library got with one it had destroyed: undefined behaviour in a real
+// one, which may crash.
+var fakeHandles handleLog
+
+type handleLog struct {
+	mu       sync.Mutex
+	next     uintptr
+	dead     map[uintptr]bool
+	deadUses int
+}
+
+func (h *handleLog) make() uintptr {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.next++
+	return 0xa0000 + h.next*0x10
+}
+
+func (h *handleLog) destroy(x uintptr) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.dead == nil {
+		h.dead = map[uintptr]bool{}
+	}
+	if h.dead[x] {
+		h.deadUses++
+	}
+	h.dead[x] = true
+}
+
+func (h *handleLog) use(xs ...uintptr) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, x := range xs {
+		if h.dead[x] {
+			h.deadUses++
+		}
+	}
+}
+
+func (h *handleLog) uses() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.deadUses
+}

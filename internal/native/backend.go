@@ -33,6 +33,10 @@ type Backend struct {
 	poolsSet  sync.Map      // pool handle -> struct{}: Dialect.PoolSetup ran
 	streams   sync.Map      // stream handle -> streamState: made or destroyed through this backend
 	epoch     atomic.Uint64 // StreamEpoch: incremented on StreamDestroy and Close
+	// deadStreams counts the handles in streams recorded destroyed;
+	// events are the event handles made (handles.go).
+	deadStreams atomic.Int64
+	events      eventBook
 
 	// State the dialect keeps (driver version, ...).
 	DriverVersion  int

@@ -141,6 +141,9 @@ const maxSpecialStream = 2
 // another device's context is current) then gets one. Running out of memory
 // does not depend on the context, and its callers retry it themselves.
 func (b *Backend) callOnStream(s gpumem.Stream, op symtab.Op, a1, a2, a3, a4, a5, a6 uintptr) error {
+	if err := b.deadStream(s); err != nil {
+		return err
+	}
 	if s.Handle > maxSpecialStream && b.d.DirectCalls && symtab.Driver.Rows[op].StreamContext[b.d.Vendor] {
 		fn := b.fnFor(s.Device, op)
 		if fn == 0 {

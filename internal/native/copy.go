@@ -55,6 +55,9 @@ func (b *Backend) pointerDevice(p uintptr) int {
 
 // MemcpyAsync copies between unified addresses, ordered on s.
 func (b *Backend) MemcpyAsync(dst, src gpumem.Ptr, size uint64, s gpumem.Stream) error {
+	if err := b.deadStream(s); err != nil {
+		return err
+	}
 	if b.d.MemcpyKind {
 		return b.call(s.Device, symtab.MemcpyAsync, uintptr(dst), uintptr(src), uintptr(size), MemcpyDefault, s.Handle, 0)
 	}
@@ -63,6 +66,9 @@ func (b *Backend) MemcpyAsync(dst, src gpumem.Ptr, size uint64, s gpumem.Stream)
 
 // MemcpyPeerAsync copies between two devices' memory, ordered on s.
 func (b *Backend) MemcpyPeerAsync(dst gpumem.Ptr, dstDev int, src gpumem.Ptr, srcDev int, size uint64, s gpumem.Stream) error {
+	if err := b.deadStream(s); err != nil {
+		return err
+	}
 	if uint(dstDev) >= uint(b.nDev) {
 		return b.badDevice(dstDev)
 	}
@@ -79,6 +85,9 @@ func (b *Backend) Memset(p gpumem.Ptr, value byte, size uint64) error {
 
 // MemsetAsync sets size bytes at p to value, ordered on s.
 func (b *Backend) MemsetAsync(p gpumem.Ptr, value byte, size uint64, s gpumem.Stream) error {
+	if err := b.deadStream(s); err != nil {
+		return err
+	}
 	return b.call(s.Device, symtab.MemsetAsync, uintptr(p), uintptr(value), uintptr(size), s.Handle, 0, 0)
 }
 

@@ -14,6 +14,9 @@ func (b *Backend) LaunchHostFunc(s gpumem.Stream, fn func()) error {
 	if fn == nil {
 		return fmt.Errorf("gpumem: %s: LaunchHostFunc: nil function: %w", b.d.Name, gpumem.ErrInvalidValue)
 	}
+	if err := b.deadStream(s); err != nil {
+		return err
+	}
 	if b.fns[symtab.LaunchHostFunc] == 0 {
 		return b.notSupported(symtab.LaunchHostFunc)
 	}
@@ -57,6 +60,9 @@ func (b *Backend) StreamBeginCapture(s gpumem.Stream, mode gpumem.CaptureMode) e
 	if mode < gpumem.CaptureModeGlobal || mode > gpumem.CaptureModeRelaxed {
 		return fmt.Errorf("gpumem: %s: unknown capture mode %d: %w", b.d.Name, int(mode), gpumem.ErrInvalidValue)
 	}
+	if err := b.deadStream(s); err != nil {
+		return err
+	}
 	// A global or thread-local capture must end on this OS thread: the
 	// goroutine stays on it until it ends the capture.
 	err := b.pins.Begin(s.Handle, mode, func() error {
@@ -74,6 +80,9 @@ func (b *Backend) StreamBeginCapture(s gpumem.Stream, mode gpumem.CaptureMode) e
 // from another goroutine the vendor refuses (WRONG_THREAD) and drops the
 // capture.
 func (b *Backend) StreamEndCapture(s gpumem.Stream) (gpumem.Graph, error) {
+	if err := b.deadStream(s); err != nil {
+		return gpumem.Graph{}, err
+	}
 	c := getCell()
 	defer putCell(c)
 	r, preFailed, err := b.invoke(s.Device, symtab.StreamEndCapture, s.Handle, c.addr(0), 0, 0, 0, 0)
@@ -92,6 +101,9 @@ func (b *Backend) StreamEndCapture(s gpumem.Stream) (gpumem.Graph, error) {
 
 // StreamCaptureInfo reports the capture status of s.
 func (b *Backend) StreamCaptureInfo(s gpumem.Stream) (gpumem.CaptureInfo, error) {
+	if err := b.deadStream(s); err != nil {
+		return gpumem.CaptureInfo{}, err
+	}
 	c := getCell()
 	defer putCell(c)
 	// Allocators ask this on every allocation and free: the plain status
@@ -130,6 +142,9 @@ func (b *Backend) GraphInstantiate(g gpumem.Graph) (gpumem.GraphExec, error) {
 
 // GraphLaunch launches an instantiated graph on s.
 func (b *Backend) GraphLaunch(ge gpumem.GraphExec, s gpumem.Stream) error {
+	if err := b.deadStream(s); err != nil {
+		return err
+	}
 	return b.call(s.Device, symtab.GraphLaunch, ge.Handle, s.Handle, 0, 0, 0, 0)
 }
 

@@ -40,6 +40,9 @@ func (b *Backend) FreeAsyncUncaptured(p gpumem.Ptr, s gpumem.Stream) (gpumem.Cap
 // (cuStreamIsCapturing or hipStreamIsCapturing answers a status other than
 // none, which is returned).
 func (b *Backend) guarded(s gpumem.Stream, op symtab.Op, a1, a2, a3, a4 uintptr) (gpumem.CaptureStatus, error) {
+	if err := b.deadStream(s); err != nil {
+		return 0, err
+	}
 	fn, err := b.target(s.Device, op)
 	if err != nil {
 		return 0, err

@@ -31,6 +31,9 @@ func (b *Backend) LaunchKernel(f gpumem.Function, grid, block gpumem.Dim3, share
 	if f.Handle == 0 {
 		return b.invalid("LaunchKernel: zero function")
 	}
+	if err := b.deadStream(s); err != nil {
+		return err
+	}
 	if f.Device != s.Device {
 		return b.invalid("LaunchKernel: kernel %q of device %d on a stream of device %d", f.Name, f.Device, s.Device)
 	}

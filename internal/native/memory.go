@@ -97,6 +97,9 @@ func (b *Backend) Advise(p gpumem.Ptr, size uint64, advice gpumem.Advice, loc gp
 
 // Prefetch migrates a managed range to loc, ordered on s.
 func (b *Backend) Prefetch(p gpumem.Ptr, size uint64, loc gpumem.Location, s gpumem.Stream) error {
+	if err := b.deadStream(s); err != nil {
+		return err
+	}
 	arg, _, ok := b.location(loc)
 	if !ok {
 		return b.badLocation(loc)

@@ -16,7 +16,7 @@ func (b *Backend) StreamCreate(dev int, flags gpumem.StreamFlags, priority int) 
 		return gpumem.Stream{}, err
 	}
 	s := gpumem.Stream{Handle: uintptr(c[0]), Device: dev}
-	b.streams.Store(s.Handle, streamState{dev: dev, live: true})
+	b.streamMade(s)
 	return s, nil
 }
 
@@ -67,18 +67,24 @@ func (b *Backend) StreamDestroy(s gpumem.Stream) error {
 	if s.Handle == 0 {
 		return fmt.Errorf("gpumem: %s: the default stream cannot be destroyed: %w", b.d.Name, gpumem.ErrInvalidValue)
 	}
+	if err := b.deadStream(s); err != nil {
+		return err
+	}
 	if err := b.call(s.Device, symtab.StreamDestroy, s.Handle, 0, 0, 0, 0, 0); err != nil {
 		return err
 	}
 	b.pins.Forget(s.Handle)
 	open.forget(s.Handle)
-	b.streams.Store(s.Handle, streamState{dev: s.Device})
+	b.streamDestroyed(s)
 	b.epoch.Add(1)
 	return nil
 }
 
 // StreamSynchronize waits for the work queued on s.
 func (b *Backend) StreamSynchronize(s gpumem.Stream) error {
+	if err := b.deadStream(s); err != nil {
+		return err
+	}
 	return b.call(s.Device, symtab.StreamSynchronize, s.Handle, 0, 0, 0, 0, 0)
 }
 
@@ -100,11 +106,20 @@ func (b *Backend) query(dev int, op symtab.Op, h uintptr) (bool, error) {
 
 // StreamQuery reports whether s has completed its work.
 func (b *Backend) StreamQuery(s gpumem.Stream) (bool, error) {
+	if err := b.deadStream(s); err != nil {
+		return false, err
+	}
 	return b.query(s.Device, symtab.StreamQuery, s.Handle)
 }
 
 // StreamWaitEvent makes s wait for e's last record.
 func (b *Backend) StreamWaitEvent(s gpumem.Stream, e gpumem.Event) error {
+	if err := b.deadStream(s); err != nil {
+		return err
+	}
+	if err := b.deadEvent(e); err != nil {
+		return err
+	}
 	return b.call(s.Device, symtab.StreamWaitEvent, s.Handle, e.Handle, 0, 0, 0, 0)
 }
 
