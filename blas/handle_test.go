@@ -1,7 +1,9 @@
 package blas_test
 
 import (
+	"encoding/binary"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -261,6 +263,36 @@ func TestOutOfBoundsFaults(t *testing.T) {
 	}
 	if len(g.Violations()) == 0 {
 		t.Error("no violation recorded")
+	}
+}
+
+// A vector that runs past its buffer into the allocation after it faults
+// the kernel too, and leaves that allocation as it was.
+func TestOverrunIntoTheNextAllocationFaults(t *testing.T) {
+	g, err := sim.New(sim.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	h, err := blas.Open(g, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	x := upload(t, g, blas.F64, make([]float64, 128)) // 1 KiB
+	y := upload(t, g, blas.F64, []float64{7, 7, 7, 7})
+	if err := h.Dscal(256, 2, x, 1); err != nil { // 2 KiB of x
+		t.Fatal(err)
+	}
+	if err := g.StreamSynchronize(gpumem.Stream{}); err == nil || !strings.Contains(err.Error(), "runs past the end") {
+		t.Errorf("synchronize after a scal past the buffer: %v", err)
+	}
+	got := make([]byte, 8)
+	if err := g.CopyFromDevice(got, y); err != nil {
+		t.Fatal(err)
+	}
+	if v := math.Float64frombits(binary.LittleEndian.Uint64(got)); v != 7 {
+		t.Errorf("the allocation after the buffer reads %v, want 7 (untouched)", v)
 	}
 }
 

@@ -111,9 +111,22 @@ func (k *KernelCall) window(a uint64) *window {
 
 // accessLocked reads (or writes) b at address a; lock held (released if it
 // stops the kernel).
+//
+// One access stays in one allocation: running from one into the next (a
+// vector or a matrix longer than its buffer, whose end happens to lie in
+// the allocation after it) stops the kernel, as the access would corrupt
+// that allocation. The mappings of one virtual reservation (an expandable
+// segment's chunks) are one range to an access.
 func (k *KernelCall) accessLocked(a uint64, b []byte, write bool) {
+	start, total := a, len(b)
+	var first *object
 	for len(b) > 0 {
 		w := k.window(a)
+		if first == nil {
+			first = w.owner
+		} else if w.owner != first && (w.owner.kind != objMapping || first.kind != objMapping) {
+			k.fail("an access of %d bytes at %#x runs past the end of %s into %s", total, start, first.describe(), w.owner.describe())
+		}
 		n := min(uint64(len(b)), w.hi-a)
 		if w.managed {
 			k.g.touchRange(a, n, k.dev)
