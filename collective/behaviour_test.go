@@ -3,6 +3,7 @@ package collective
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -123,6 +124,39 @@ func TestGroupRing(t *testing.T) {
 				checkElems(t, fmt.Sprint("rank ", r), Int32, m.get(t, recv[r], count*4), func(i int) float64 { return value(Int32, prev, i) })
 			}
 		})
+	}
+}
+
+// TestGroupPanicEndsTheGroup: a function that panics inside Group still
+// ends the group (the panic goes on to the caller): the collectives made
+// after it on the same thread run, instead of being queued in a group that
+// never ends.
+func TestGroupPanicEndsTheGroup(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	const n = 4
+	m := newMachine(t, n, false)
+	cs := m.comms(t)
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Errorf("the panic reached the caller as %v, want boom", r)
+			}
+		}()
+		_ = Group(m.g, func() error { panic("boom") })
+	}()
+	send, recv := make([]gpumem.Ptr, n), make([]gpumem.Ptr, n)
+	for r := range n {
+		send[r], recv[r] = m.alloc(t, r, count*4), m.alloc(t, r, count*4)
+		m.put(t, send[r], inputs(Int32, r, count))
+	}
+	if err := ring(cs, send, recv, m); err != nil {
+		t.Fatal(err)
+	}
+	m.sync(t)
+	for r := range n {
+		prev := (r + n - 1) % n
+		checkElems(t, fmt.Sprint("rank ", r), Int32, m.get(t, recv[r], count*4), func(i int) float64 { return value(Int32, prev, i) })
 	}
 }
 
@@ -431,4 +465,20 @@ func mustHost(t *testing.T, m *machine, b []byte) gpumem.Ptr {
 	t.Cleanup(func() { m.g.FreeHost(p) })
 	m.put(t, p, b)
 	return p
+}
+
+// TestNilComm: every method of a nil *Comm is an error, not a panic.
+func TestNilComm(t *testing.T) {
+	var c *Comm
+	for name, f := range map[string]func() error{
+		"AsyncError": c.AsyncError, "Abort": c.Abort, "Finalize": c.Finalize, "Close": c.Close,
+		"Register": func() error { _, err := c.Register(0x1000, 64); return err },
+		"AllReduce": func() error {
+			return c.AllReduce(0x1000, 0x1000, 1, Float32, Sum, gpumem.Stream{})
+		},
+	} {
+		if err := f(); !errors.Is(err, gpumem.ErrInvalidValue) {
+			t.Errorf("%s of a nil Comm: %v, want ErrInvalidValue", name, err)
+		}
+	}
 }

@@ -82,6 +82,9 @@ func (c *Comm) Device() int { return c.dev }
 
 // String describes the rank.
 func (c *Comm) String() string {
+	if c == nil {
+		return "nil comm"
+	}
 	return fmt.Sprintf("%s comm rank %d of %d on device %d", c.backend, c.rank, c.nranks, c.dev)
 }
 
@@ -137,7 +140,7 @@ func (c *Comm) Recv(recv gpumem.Ptr, count int, dt DataType, peer int, s gpumem.
 // issue checks a call and hands it to the engine.
 func (c *Comm) issue(k *call, count int) error {
 	if c == nil {
-		return fmt.Errorf("collective: nil Comm: %w", gpumem.ErrInvalidValue)
+		return errNilComm
 	}
 	if err := c.check(k, count); err != nil {
 		return fmt.Errorf("collective: %s: %s: %w", c, k.kind, err)
@@ -155,6 +158,9 @@ var errClosed = fmt.Errorf("the communicator is closed: %w", gpumem.ErrClosed)
 // enter begins a call on an open communicator: the shared hold that Close
 // waits for and, if serial, the call lock. It returns what ends it.
 func (c *Comm) enter(serial bool) (func(), error) {
+	if c == nil {
+		return nil, errNilComm
+	}
 	if c.closed.Load() {
 		return nil, errClosed
 	}
@@ -281,6 +287,9 @@ func (c *Comm) AsyncError() error {
 // concurrently with Abort, as in C. A second Abort, or one after Close,
 // does nothing.
 func (c *Comm) Abort() error {
+	if c == nil {
+		return errNilComm
+	}
 	if c.closed.Swap(true) {
 		return nil
 	}
@@ -308,6 +317,9 @@ func (c *Comm) Finalize() error {
 // which completes its queued work first where the library was not
 // finalized). A second Close, or one after Abort, does nothing.
 func (c *Comm) Close() error {
+	if c == nil {
+		return errNilComm
+	}
 	if c.closed.Swap(true) {
 		return nil
 	}
@@ -372,3 +384,6 @@ func (r *Registration) Close() error {
 	delete(c.regs, r)
 	return c.e.deregister(r.h)
 }
+
+// errNilComm is the error of every method of a nil *Comm.
+var errNilComm = fmt.Errorf("collective: nil Comm: %w", gpumem.ErrInvalidValue)

@@ -103,7 +103,14 @@ func (e *native) group(fn func() error) error {
 	if err := e.l.CheckOn(ctx, opGroupStart); err != nil {
 		return err
 	}
+	ended := false
+	defer func() {
+		if !ended { // fn panicked: the group still ends, then the panic goes on
+			_ = e.l.CheckOn(ctx, opGroupEnd)
+		}
+	}()
 	ferr := fn()
+	ended = true
 	return errors.Join(ferr, e.l.CheckOn(ctx, opGroupEnd))
 }
 

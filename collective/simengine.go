@@ -174,19 +174,29 @@ func (e *simEngine) group(fn func() error) error {
 	}
 	grp.depth++
 	simGroups.mu.Unlock()
+	end := func() error {
+		simGroups.mu.Lock()
+		grp.depth--
+		var calls []groupCall
+		if grp.depth == 0 {
+			calls = grp.calls
+			delete(simGroups.m, tid)
+		}
+		simGroups.mu.Unlock()
+		if calls == nil {
+			return nil
+		}
+		return flush(calls)
+	}
+	ended := false
+	defer func() {
+		if !ended { // fn panicked: the group still ends (its calls are issued), then the panic goes on
+			_ = end()
+		}
+	}()
 	ferr := fn()
-	simGroups.mu.Lock()
-	grp.depth--
-	var calls []groupCall
-	if grp.depth == 0 {
-		calls = grp.calls
-		delete(simGroups.m, tid)
-	}
-	simGroups.mu.Unlock()
-	if calls == nil {
-		return ferr
-	}
-	return errors.Join(ferr, flush(calls))
+	ended = true
+	return errors.Join(ferr, end())
 }
 
 // flush queues a group's calls: for each rank and stream, in the order of
