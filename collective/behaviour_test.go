@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/asyncpool"
@@ -480,5 +482,33 @@ func TestNilComm(t *testing.T) {
 		if err := f(); !errors.Is(err, gpumem.ErrInvalidValue) {
 			t.Errorf("%s of a nil Comm: %v, want ErrInvalidValue", name, err)
 		}
+	}
+}
+
+// TestUnreducibleTypeFailsTheRendezvous: a reduction refused for its data
+// type on one rank fails the others' matching call too (through
+// AsyncError), instead of leaving their streams waiting for ever.
+func TestUnreducibleTypeFailsTheRendezvous(t *testing.T) {
+	m := newMachine(t, 2, false)
+	cs := m.comms(t)
+	b0, b1 := m.alloc(t, 0, 16), m.alloc(t, 1, 16)
+	if err := cs[0].AllReduce(b0, b0, 4, Float32, Sum, m.streams[0]); err != nil {
+		t.Fatal(err)
+	}
+	err := cs[1].AllReduce(b1, b1, 4, Float8E4M3, Sum, m.streams[1])
+	if !errors.Is(err, gpumem.ErrNotSupported) || !strings.Contains(err.Error(), "collective:") {
+		t.Errorf("an all-reduce of Float8E4M3: %v, want ErrNotSupported from the collective package", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.g.StreamSynchronize(m.streams[0]) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cs[0].Abort()
+		<-done
+		t.Fatal("rank 0's stream still waits for the refused rank's part")
+	}
+	if err := cs[0].AsyncError(); err == nil {
+		t.Error("rank 0's communicator reports no failure")
 	}
 }

@@ -300,6 +300,20 @@ func (c *simComm) prepare(k *call) (sim.RendezvousPart, *unit, error) {
 	switch k.kind {
 	case kAllReduce, kReduce, kReduceScatter:
 		if err := reducible(k.dt); err != nil {
+			// Refused here, the call is still this rank's part of a
+			// collective the others may have queued: their unit is
+			// aborted and the communicator failed, as for a mismatch,
+			// so that no rank waits for ever.
+			seq := cl.seq[c.rank]
+			cl.seq[c.rank]++
+			if u := cl.units[seq]; u != nil {
+				u.r.Abort()
+				delete(cl.units, seq)
+			}
+			err = fmt.Errorf("collective: %s: %w", k.kind, err)
+			if cl.err == nil {
+				cl.err = fmt.Errorf("rank %d: %w", c.rank, err)
+			}
 			return sim.RendezvousPart{}, nil, err
 		}
 	}
