@@ -412,3 +412,27 @@ func TestGemmExRandom(t *testing.T) {
 		compare(t, name, out, download(t, g, out, pc, len(c)), round(out, round(blas.F32, want)), 0)
 	}
 }
+
+// TestAlphaZeroReadsNothing: with alpha 0, gemv and axpy leave A and x
+// unread, as reference BLAS does, so an Inf or a NaN there does not turn y
+// into NaN: gemv computes beta*y, axpy leaves y as it is.
+func TestAlphaZeroReadsNothing(t *testing.T) {
+	g := newGPU(t)
+	h := openHandle(t, g)
+	inf := math.Inf(1)
+	a := upload(t, g, blas.F64, []float64{inf, 1, 1, math.NaN()})
+	x := upload(t, g, blas.F64, []float64{inf, 1})
+	y := upload(t, g, blas.F64, []float64{3, 4})
+	if err := h.Dgemv(blas.NoTrans, 2, 2, 0, a, 2, x, 1, 2, y, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := download(t, g, blas.F64, y, 2); got[0] != 6 || got[1] != 8 {
+		t.Errorf("gemv with alpha 0 and beta 2: y = %v, want [6 8]", got)
+	}
+	if err := h.Daxpy(2, 0, x, 1, y, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := download(t, g, blas.F64, y, 2); got[0] != 6 || got[1] != 8 {
+		t.Errorf("axpy with alpha 0: y = %v, want [6 8] as it was", got)
+	}
+}

@@ -51,6 +51,9 @@ func runSimKernel(k *sim.KernelCall) {
 			return
 		}
 		alpha := s.scalar(k, s.alpha, s.aP, s.t)
+		if alpha == 0 {
+			return // reference BLAS: y is left as it is
+		}
 		x, y := readVec(k, s.a, s.t, s.n, s.incx), readVec(k, s.b, s.t, s.n, s.incy)
 		for i := range y {
 			y[i] += alpha * x[i]
@@ -116,15 +119,23 @@ func (s *simArgs) gemv(k *sim.KernelCall) {
 	for i := range y {
 		var sum float64
 		for j := range x {
+			if alpha == 0 {
+				break // reference BLAS: A and x are not read, an Inf there adds no NaN
+			}
 			if s.ta.transposed() {
 				sum += a[j+i*s.m] * x[j]
 			} else {
 				sum += a[i+j*s.m] * x[j]
 			}
 		}
-		if beta == 0 {
+		switch {
+		case alpha == 0 && beta == 0:
+			y[i] = 0
+		case alpha == 0:
+			y[i] = beta * y[i]
+		case beta == 0:
 			y[i] = alpha * sum
-		} else {
+		default:
 			y[i] = alpha*sum + beta*y[i]
 		}
 	}

@@ -64,10 +64,10 @@ const MaxStructSize = 32764
 // to align (a power of two from 1 to 16; size a positive multiple of it, as
 // C lays structs out). New reports a bad size or alignment.
 func Struct(size, align int) Arg {
-	if size < 0 || size > MaxStructSize || align < 0 || align > 255 {
-		return mkArg(kStruct, 0, 0) // invalid: New reports it
+	if size < 0 || size >= 1<<31 || align < 0 || align > 255 {
+		return mkArg(kStruct, 0, 0) // not representable: New reports it
 	}
-	return mkArg(kStruct, uint64(size), uint64(align))
+	return mkArg(kStruct, uint64(size), uint64(align)) // New reports a size over MaxStructSize
 }
 
 // valid reports why a is not a usable declaration ("" when it is).
@@ -83,6 +83,9 @@ func (a Arg) valid() string {
 		return ""
 	}
 	size, align := a.Size(), int(a.align())
+	if size == 0 && align == 0 {
+		return fmt.Sprintf("Struct size or alignment out of range (want a size from 1 to %d, a multiple of an alignment that is a power of two from 1 to 16)", MaxStructSize)
+	}
 	if align == 0 || align > 16 || align&(align-1) != 0 {
 		return fmt.Sprintf("Struct alignment %d (want a power of two from 1 to 16)", align)
 	}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"unsafe"
@@ -197,6 +199,9 @@ func TestMismatches(t *testing.T) {
 	if err := l.Launch(gpumem.Stream{}, gpumem.Dim3{}, gpumem.Dim3{}, 0); !errors.Is(err, gpumem.ErrClosed) {
 		t.Errorf("launch after Close: %v", err)
 	}
+	if c, err := l.Clone(); !errors.Is(err, gpumem.ErrClosed) || c != nil {
+		t.Errorf("Clone after Close: %v, %v; want ErrClosed", c, err)
+	}
 	if err := l.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
@@ -218,6 +223,14 @@ func TestBadSignatures(t *testing.T) {
 			if l != nil {
 				l.Close()
 			}
+		}
+	}
+	// The message names what is wrong with the size or alignment given.
+	for sig, want := range map[kernel.Arg]string{
+		kernel.Struct(40000, 8): "Struct size 40000", kernel.Struct(512, 256): "out of range", kernel.Struct(-8, 8): "out of range",
+	} {
+		if _, err := kernel.New(rec, fn, sig); !strings.Contains(fmt.Sprint(err), want) {
+			t.Errorf("%v: New = %v, want a message with %q", sig, err, want)
 		}
 	}
 	if _, err := kernel.New(nil, fn, kernel.Ptr); !errors.Is(err, gpumem.ErrInvalidValue) {

@@ -70,7 +70,15 @@ func (l *Launcher) base() uintptr { return uintptr(unsafe.Pointer(unsafe.SliceDa
 
 // Clone returns a new Launcher of the same kernel and signature, with
 // arguments of its own (all unset).
-func (l *Launcher) Clone() (*Launcher, error) { return New(l.k, l.f, l.args...) }
+func (l *Launcher) Clone() (*Launcher, error) {
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return nil, l.closedErr()
+	}
+	return New(l.k, l.f, l.args...)
+}
 
 // Function returns the kernel the Launcher launches.
 func (l *Launcher) Function() gpumem.Function { return l.f }

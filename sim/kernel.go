@@ -247,6 +247,13 @@ type kernelFault struct {
 	msg  string
 }
 
+// Failf stops the kernel as a failed device-side assert does
+// (CUDA_ERROR_ASSERT, the device's sticky error, a Violation): for a Go
+// kernel that checks how it was launched or what it was given.
+func (k *KernelCall) Failf(format string, args ...any) {
+	k.abort(symtab.CUDAAssert, format, args...)
+}
+
 // abort stops the kernel with a fault (Run's goroutine unwinds to the
 // launch, which reports it).
 func (k *KernelCall) abort(code int, format string, args ...any) {

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/kernels/simkernels"
 	"github.com/gpumem/gpumem/sim"
 )
 
@@ -553,4 +554,44 @@ func TestKernelConcurrentLaunches(t *testing.T) {
 		t.Errorf("counter %d, want %d", got, 8*20*2*64)
 	}
 	r.close(t, p)
+}
+
+// TestKernelFailf: a Go kernel that finds it was launched wrongly stops as
+// a failed device-side assert: CUDA_ERROR_ASSERT at the next synchronize,
+// a Violation naming the kernel. reduce_sum (kernels/simkernels) refuses a
+// block that is not a power of two, whose tree would drop elements.
+func TestKernelFailf(t *testing.T) {
+	picky := sim.Kernel{Name: "picky", Params: []sim.Param{sim.ScalarParam(8)}, Run: func(k *sim.KernelCall) {
+		if n := k.Arg.Uint64(0); n%2 != 0 {
+			k.Failf("odd argument %d", n)
+		}
+	}}
+	for _, kc := range []struct {
+		k     sim.Kernel
+		block uint32
+		args  []any
+		want  string
+	}{
+		{picky, 32, []any{uint64(3)}, "odd argument 3"},
+		{simkernels.Reduce, 100, []any{gpumem.Ptr(0), gpumem.Ptr(0), uint64(0)}, "power-of-two block"},
+	} {
+		r := newKernelRig(t, sim.Config{}, kc.k)
+		args := kc.args
+		if kc.k.Name == "reduce_sum" {
+			in, err := r.g.Malloc(0, 400)
+			ok(t, err)
+			out, err := r.g.Malloc(0, 4)
+			ok(t, err)
+			args = []any{in, out, uint64(100)}
+			defer func() { _ = r.g.Free(0, in); _ = r.g.Free(0, out) }()
+		}
+		ok(t, launch(r.g, r.f[kc.k.Name], 1, kc.block, gpumem.Stream{}, args...))
+		err := r.g.DeviceSynchronize(0)
+		if err == nil || !strings.Contains(err.Error(), "CUDA_ERROR_ASSERT") || !strings.Contains(err.Error(), kc.want) {
+			t.Errorf("%s: synchronize after a failed assert: %v, want CUDA_ERROR_ASSERT naming %q", kc.k.Name, err, kc.want)
+		}
+		if len(r.g.Violations()) == 0 {
+			t.Errorf("%s: no violation recorded", kc.k.Name)
+		}
+	}
 }

@@ -448,6 +448,9 @@ func (g *GPU) OccupancyMaxPotentialBlockSize(h gpumem.Function, dynSmem uint64, 
 	if blockLimit < 0 {
 		return 0, 0, errf(symtab.OccupancyMaxPotentialBlockSize, symtab.CUDAInvalidValue, "block size limit %d", blockLimit)
 	}
+	if dynSmem > maxBlockShared {
+		return 0, 0, errf(symtab.OccupancyMaxPotentialBlockSize, symtab.CUDAInvalidValue, "%d bytes of dynamic shared memory (a block has at most %d)", dynSmem, maxBlockShared)
+	}
 	limit := f.k.maxThreads()
 	if blockLimit > 0 {
 		limit = min(limit, blockLimit)

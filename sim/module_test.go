@@ -251,6 +251,11 @@ func TestFuncAttributesAndOccupancy(t *testing.T) {
 			t.Errorf("%s, %d shared, limit %d: grid %d block %d, %v; want %d, %d", c.f.Name, c.smem, c.limit, grid, blk, err, c.wantGrid, c.wantBlk)
 		}
 	}
+	// Dynamic shared memory no block can have (a huge count wrapped the
+	// sum with the static bytes and was answered).
+	if _, _, err := g.OccupancyMaxPotentialBlockSize(f, ^uint64(0), 0); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("2^64-1 bytes of dynamic shared memory: %v, want ErrInvalidValue", err)
+	}
 	r.close(t)
 }
 

@@ -88,6 +88,7 @@ const (
 	CUDAIllegalAddress           = 700
 	CUDAPeerAccessAlreadyEnabled = 704
 	CUDAPeerAccessNotEnabled     = 705
+	CUDAAssert                   = 710
 	CUDANotPermitted             = 800
 	CUDANotSupported             = 801
 	CUDAStreamCaptureUnsupported = 900
@@ -120,6 +121,7 @@ var cudaStatuses = StatusTable{Vendor: CUDA, Statuses: []Status{
 	{Code: CUDAIllegalAddress, Name: "CUDA_ERROR_ILLEGAL_ADDRESS"},
 	{Code: CUDAPeerAccessAlreadyEnabled, Name: "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED"},
 	{Code: CUDAPeerAccessNotEnabled, Name: "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", Err: gpumem.ErrInvalidValue},
+	{Code: CUDAAssert, Name: "CUDA_ERROR_ASSERT"},
 	{Code: CUDANotPermitted, Name: "CUDA_ERROR_NOT_PERMITTED", Err: gpumem.ErrInvalidValue},
 	{Code: CUDANotSupported, Name: "CUDA_ERROR_NOT_SUPPORTED", Err: gpumem.ErrNotSupported},
 	{Code: CUDAStreamCaptureUnsupported, Name: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", Err: gpumem.ErrInvalidValue},

@@ -47,6 +47,11 @@ var Reduce = sim.Kernel{
 	SharedBytes: ReduceThreads * 4,
 	Run: func(k *sim.KernelCall) {
 		in, out, n := k.Arg.Ptr(0), k.Arg.Ptr(1), k.Arg.Uint64(2)
+		if bt := k.BlockThreads(); bt&(bt-1) != 0 {
+			// The tree below halves the block: with a block of another
+			// size it drops elements, here as on a GPU.
+			k.Failf("reduce_sum needs a power-of-two block (ReduceThreads), launched with %d threads", bt)
+		}
 		partial := sim.Shared[float32](k)
 		stride := uint64(k.GridBlocks() * k.BlockThreads())
 		k.Threads(func(t int) {
