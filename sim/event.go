@@ -90,10 +90,12 @@ func (g *GPU) EventRecord(e gpumem.Event, s gpumem.Stream) error {
 	if st.cap != nil {
 		return g.captureRecord(st, ev)
 	}
+	gen, cp, timed := ev.gen, ev.cap, ev.timed
 	ev.gen++
 	ev.cap = nil
 	ev.timed = false
 	if err := g.enqueue(st, &op{kind: opRecord, m: symtab.EventRecord, ev: ev, evGen: ev.gen}); err != nil {
+		ev.gen, ev.cap, ev.timed = gen, cp, timed // refused: the event keeps its last record
 		return err
 	}
 	ev.s, ev.seq = st, st.enq

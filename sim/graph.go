@@ -505,6 +505,14 @@ func (g *GPU) GraphLaunch(h gpumem.GraphExec, s gpumem.Stream) error {
 		}
 		return nil
 	}
+	if st.legacy {
+		// The one refusal of an uncaptured stream, asked before the
+		// launch changes anything (its first node's enqueue would
+		// refuse it after the graph was marked in flight).
+		if err := g.legacyCaptureCheck(symtab.GraphLaunch, st.dev); err != nil {
+			return err
+		}
+	}
 	for _, o := range ge.allocNoFree {
 		o.owned = true
 	}

@@ -3,6 +3,7 @@ package sim_test
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/gpumem/gpumem"
@@ -256,4 +257,74 @@ func TestUserObjects(t *testing.T) {
 	}
 	ok(t, g.StreamDestroy(s))
 	noLeaks(t, g)
+}
+
+// TestRefusedCallsChangeNothing: a FreeAsync, an EventRecord or a
+// GraphLaunch on the legacy stream refused during a capture elsewhere
+// (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) leaves the state as it was: the
+// allocation stays live, the event keeps its last record, the graph can be
+// launched again.
+func TestRefusedCallsChangeNothing(t *testing.T) {
+	g := newSim(t, sim.Config{})
+	legacy := gpumem.Stream{}
+	s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	ok(t, err)
+	ok(t, g.StreamBeginCapture(s, gpumem.CaptureModeRelaxed))
+	q, err := g.MallocAsync(1<<20, s)
+	ok(t, err)
+	ok(t, g.FreeAsync(q, s))
+	graph, err := g.StreamEndCapture(s)
+	ok(t, err)
+	ge, err := g.GraphInstantiate(graph)
+	ok(t, err)
+
+	p, err := g.MallocAsync(1<<20, legacy)
+	ok(t, err)
+	a, err := g.EventCreate(0, 0)
+	ok(t, err)
+	b, err := g.EventCreate(0, 0)
+	ok(t, err)
+	ok(t, g.EventRecord(a, legacy))
+	ok(t, g.EventRecord(b, legacy))
+	ok(t, g.EventSynchronize(b))
+
+	cs, err := g.StreamCreate(0, gpumem.StreamDefault, 0) // blocking: the legacy stream may not run beside its capture
+	ok(t, err)
+	ok(t, g.StreamBeginCapture(cs, gpumem.CaptureModeRelaxed))
+	if err := g.FreeAsync(p, legacy); err == nil {
+		t.Fatal("FreeAsync on the legacy stream during a capture was accepted")
+	}
+	if err := g.EventRecord(b, legacy); err == nil {
+		t.Fatal("EventRecord on the legacy stream during a capture was accepted")
+	}
+	if err := g.GraphLaunch(ge, legacy); err == nil || !strings.Contains(err.Error(), "GraphLaunch") {
+		t.Fatalf("GraphLaunch on the legacy stream during a capture: %v, want a refusal naming GraphLaunch", err)
+	}
+	// The refusals invalidated that capture, as the driver's do.
+	if _, err := g.StreamEndCapture(cs); err == nil {
+		t.Error("the capture beside the refused calls ended valid")
+	}
+
+	if err := g.FreeAsync(p, legacy); err != nil {
+		t.Errorf("the allocation whose free was refused: %v", err)
+	}
+	// Freed once, on the second try: a new allocation may take its
+	// place, not the live one's before.
+	q2, err := g.MallocAsync(1<<20, legacy)
+	ok(t, err)
+	ok(t, g.FreeAsync(q2, legacy))
+	if _, err := g.EventElapsed(a, b); err != nil {
+		t.Errorf("the event whose record was refused lost its last record: %v", err)
+	}
+	if err := g.GraphLaunch(ge, s); err != nil {
+		t.Errorf("a launch after the refused one: %v", err)
+	}
+	ok(t, g.StreamSynchronize(s))
+	ok(t, g.StreamSynchronize(legacy))
+	ok(t, g.GraphExecDestroy(ge))
+	ok(t, g.GraphDestroy(graph))
+	ok(t, g.EventDestroy(a))
+	ok(t, g.EventDestroy(b))
+	ok(t, g.StreamDestroy(s))
+	ok(t, g.StreamDestroy(cs))
 }

@@ -535,7 +535,14 @@ func (g *GPU) FreeAsync(ptr gpumem.Ptr, s gpumem.Stream) error {
 	}
 	pf := &pfree{o: o, inChunk: true, start: o.start, size: o.size, s: st, seq: st.enq + 1, idx: len(p.pending)}
 	p.pending = append(p.pending, pf)
-	return g.enqueue(st, &op{kind: opFree, m: symtab.FreeAsync, obj: o, pf: pf})
+	if err := g.enqueue(st, &op{kind: opFree, m: symtab.FreeAsync, obj: o, pf: pf}); err != nil {
+		// Refused (the legacy stream during a capture, say): the
+		// allocation stays live, as the driver leaves it.
+		p.pending = p.pending[:len(p.pending)-1]
+		g.allocs[o.start] = o
+		return err
+	}
+	return nil
 }
 
 // completeFree runs when a stream reaches a FreeAsync; lock held.
