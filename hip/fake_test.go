@@ -170,6 +170,32 @@ func TestUnmapGrownSegment(t *testing.T) {
 	}
 }
 
+// TestUnmapPartOfAMapping: a range that ends inside a mapping, or leaves a
+// gap, is refused and unmaps nothing (the last mapping was unmapped whole,
+// memory past the range included).
+func TestUnmapPartOfAMapping(t *testing.T) {
+	b := openFake(t, 60200000, nil, [2]uint64{2 << 20, 2 << 20})
+	base := gpumem.Ptr(0x7f0000000000)
+	if err := b.MemMap(base, 2<<20, 0, gpumem.MemHandle{Handle: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.MemMap(base+2<<20, 4<<20, 0, gpumem.MemHandle{Handle: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.MemUnmap(base, 4<<20); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("unmapping 4 MiB of 2 + 4 MiB of mappings: %v, want ErrInvalidValue", err)
+	}
+	fake.mu.Lock()
+	left := len(fake.mapped)
+	fake.mu.Unlock()
+	if left != 2 {
+		t.Errorf("a refused unmap left %d mappings, want both", left)
+	}
+	if err := b.MemUnmap(base, 6<<20); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestReserveMixedGranularity: a size aligned for device 1 but not for
 // device 0 is reserved (rounded up), not refused as out of memory.
 func TestReserveMixedGranularity(t *testing.T) {

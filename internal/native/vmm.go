@@ -120,6 +120,18 @@ func (b *Backend) MemUnmap(p gpumem.Ptr, size uint64) error {
 		b.maps.remove(within)
 		return nil
 	}
+	// The mappings must tile the range exactly: one that runs past its end
+	// (or a gap) would unmap memory the caller did not name.
+	at := p
+	for _, m := range within {
+		if m.p != at || uint64(m.p-p)+m.size > size {
+			return fmt.Errorf("gpumem: %s: unmapping [%#x, +%d): the range is not a whole number of mappings (one at %#x of %d bytes): %w", b.d.Name, uintptr(p), size, uintptr(m.p), m.size, gpumem.ErrInvalidValue)
+		}
+		at = m.p + gpumem.Ptr(m.size)
+	}
+	if uint64(at-p) != size {
+		return fmt.Errorf("gpumem: %s: unmapping [%#x, +%d): the mappings cover %d bytes of it: %w", b.d.Name, uintptr(p), size, uint64(at-p), gpumem.ErrInvalidValue)
+	}
 	for i, m := range within {
 		if err := b.call(0, symtab.MemUnmap, uintptr(m.p), uintptr(m.size), 0, 0, 0, 0); err != nil {
 			b.maps.remove(within[:i])
