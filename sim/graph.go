@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"math"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/symtab"
@@ -59,7 +60,8 @@ type userObject struct {
 	h     uintptr
 	dev   int
 	fn    func()
-	refs  int64
+	refs  int64 // every reference: the caller's and the graphs'
+	owned int64 // the caller's, which UserObjectRelease and a move take
 	stack stack
 }
 
@@ -640,7 +642,7 @@ func (g *GPU) UserObjectCreate(dev int, fn func()) (gpumem.UserObject, error) {
 	stk := g.callers(1)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	uo := &userObject{h: g.handle(), dev: dev, fn: fn, refs: 1, stack: stk}
+	uo := &userObject{h: g.handle(), dev: dev, fn: fn, refs: 1, owned: 1, stack: stk}
 	g.uobjs[uo.h] = uo
 	return gpumem.UserObject{Handle: uo.h, Device: dev}, nil
 }
@@ -667,10 +669,11 @@ func (g *GPU) UserObjectRelease(o gpumem.UserObject, count uint32) error {
 		g.mu.Unlock()
 		return err
 	}
-	if int64(count) > uo.refs {
+	if int64(count) > uo.owned {
 		g.mu.Unlock()
-		return errf(symtab.UserObjectRelease, symtab.CUDAInvalidValue, "releasing %d references of %d", count, uo.refs)
+		return errf(symtab.UserObjectRelease, symtab.CUDAInvalidValue, "releasing %d references where the caller holds %d (graphs hold the other %d)", count, uo.owned, uo.refs-uo.owned)
 	}
+	uo.owned -= int64(count)
 	fns := g.dropRefs(uo, int64(count), nil)
 	g.mu.Unlock()
 	runAll(fns)
@@ -696,10 +699,14 @@ func (g *GPU) GraphRetainUserObject(h gpumem.Graph, o gpumem.UserObject, count u
 	if err != nil {
 		return err
 	}
+	if uint64(gr.uobjs[uo])+uint64(count) > math.MaxUint32 {
+		return errf(symtab.GraphRetainUserObject, symtab.CUDAInvalidValue, "the graph would hold more than %d references", uint32(math.MaxUint32))
+	}
 	if move {
-		if int64(count) > uo.refs {
-			return errf(symtab.GraphRetainUserObject, symtab.CUDAInvalidValue, "moving %d references of %d", count, uo.refs)
+		if int64(count) > uo.owned {
+			return errf(symtab.GraphRetainUserObject, symtab.CUDAInvalidValue, "moving %d references where the caller holds %d", count, uo.owned)
 		}
+		uo.owned -= int64(count)
 	} else {
 		uo.refs += int64(count)
 	}

@@ -328,3 +328,34 @@ func TestRefusedCallsChangeNothing(t *testing.T) {
 	ok(t, g.StreamDestroy(s))
 	ok(t, g.StreamDestroy(cs))
 }
+
+// TestUserObjectReferences: the caller releases only the references it
+// holds (not the graphs'), a graph's count cannot wrap, and the destructor
+// runs once, when the last reference goes.
+func TestUserObjectReferences(t *testing.T) {
+	g := newSim(t, sim.Config{})
+	s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	ok(t, err)
+	ok(t, g.StreamBeginCapture(s, gpumem.CaptureModeRelaxed))
+	gr, err := g.StreamEndCapture(s)
+	ok(t, err)
+	runs := 0
+	uo, err := g.UserObjectCreate(0, func() { runs++ })
+	ok(t, err)
+	ok(t, g.GraphRetainUserObject(gr, uo, 1, false))
+	if err := g.UserObjectRelease(uo, 2); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("releasing 2 references where the caller holds 1: %v, want ErrInvalidValue", err)
+	}
+	if err := g.GraphRetainUserObject(gr, uo, ^uint32(0), false); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("a graph's count past 2^32-1: %v, want ErrInvalidValue", err)
+	}
+	ok(t, g.UserObjectRelease(uo, 1))
+	if runs != 0 {
+		t.Fatalf("the destructor ran while the graph holds a reference")
+	}
+	ok(t, g.GraphDestroy(gr))
+	if runs != 1 {
+		t.Errorf("the destructor ran %d times, want once", runs)
+	}
+	ok(t, g.StreamDestroy(s))
+}
