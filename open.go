@@ -139,6 +139,9 @@ func Open(opts Options) (Backend, error) {
 	if !ok {
 		return nil, fmt.Errorf("gpumem: unknown backend %q (want %s or auto; GPUMEM_BACKEND): %w", name, choices(", ", true), ErrInvalidValue)
 	}
+	if opts.Library != "" && r.LibraryEnv == "" && r.Symbols == nil {
+		return nil, fmt.Errorf("gpumem: backend %s loads no library, and was given %q: %w", r.Name, opts.Library, ErrInvalidValue)
+	}
 	return r.Open(r.library(opts.Library))
 }
 

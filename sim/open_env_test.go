@@ -22,3 +22,12 @@ func TestOpenFromEnvRefusal(t *testing.T) {
 		t.Errorf("Open failed but returned a non-nil Backend %T", b)
 	}
 }
+
+// TestOpenWithALibrary: the simulator loads no library, and a path given
+// for it is refused rather than ignored.
+func TestOpenWithALibrary(t *testing.T) {
+	b, err := gpumem.Open(gpumem.Options{Backend: "sim", Library: "/nonexistent.so"})
+	if !errors.Is(err, gpumem.ErrInvalidValue) || b != nil {
+		t.Errorf("Open of the simulator with a library: %v, %v; want ErrInvalidValue", b, err)
+	}
+}
