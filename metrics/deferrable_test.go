@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"expvar"
@@ -178,5 +179,58 @@ func TestNoTotalCollision(t *testing.T) {
 		if names[n+"_total"] {
 			t.Errorf("%s and %s_total collide", n, n)
 		}
+	}
+}
+
+// appColl is a user's collector of one family, emitting one sample.
+type appColl struct {
+	fam    metrics.Family
+	labels []metrics.Label
+}
+
+func (c appColl) Families() []metrics.Family { return []metrics.Family{c.fam} }
+func (c appColl) Collect(emit func(int, []metrics.Label, float64)) {
+	emit(0, c.labels, 1)
+}
+func (c appColl) ExpvarValue() any { return nil }
+
+// TestCollectorsTheFormatCannotCarry: a family name or type the exposition
+// format has no place for is refused by AddCollector; a sample whose label
+// names are bad, or repeat the registry's allocator label, makes
+// WritePrometheus fail before it writes anything.
+func TestCollectorsTheFormatCannotCarry(t *testing.T) {
+	good := metrics.Family{Name: "app_load", Type: "gauge", Help: "h"}
+	for name, f := range map[string]metrics.Family{
+		"dash in the name": {Name: "app-load", Type: "gauge"}, "digit first": {Name: "9load", Type: "gauge"},
+		"empty name": {Type: "gauge"}, "unknown type": {Name: "app_load", Type: "nonsense"},
+	} {
+		var r metrics.Registry
+		if err := r.AddCollector("app", appColl{fam: f}); !errors.Is(err, gpumem.ErrInvalidValue) {
+			t.Errorf("%s: AddCollector = %v, want ErrInvalidValue", name, err)
+		}
+	}
+	for name, labels := range map[string][]metrics.Label{
+		"allocator again": {{Name: "allocator", Value: "v"}}, "bad label": {{Name: "bad-label", Value: "v"}},
+		"reserved label": {{Name: "__x", Value: "v"}}, "label twice": {{Name: "a", Value: "1"}, {Name: "a", Value: "2"}},
+	} {
+		var r metrics.Registry
+		if err := r.AddCollector("app", appColl{fam: good, labels: labels}); err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := r.WritePrometheus(&buf); !errors.Is(err, gpumem.ErrInvalidValue) || buf.Len() != 0 {
+			t.Errorf("%s: WritePrometheus = %v with %d bytes written, want ErrInvalidValue and nothing", name, err, buf.Len())
+		}
+	}
+	var r metrics.Registry
+	if err := r.AddCollector("app", appColl{fam: good, labels: []metrics.Label{{Name: "shard", Value: "1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := r.WritePrometheus(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseExposition(buf.String()); err != nil {
+		t.Errorf("a good collector's exposition: %v\n%s", err, buf.String())
 	}
 }

@@ -60,14 +60,18 @@ func (r *Registry) Add(name string, src Source, devices []int) error {
 }
 
 // AddCollector watches c under name (the allocator label of its samples).
-// The name shares one space with Add's. An empty name, a nil collector or a
-// name already added returns an error matching gpumem.ErrInvalidValue.
+// The name shares one space with Add's. An empty name, a nil collector, a
+// name already added, or a family whose name or type the exposition format
+// cannot carry returns an error matching gpumem.ErrInvalidValue.
 func (r *Registry) AddCollector(name string, c Collector) error {
 	if name == "" {
 		return fmt.Errorf("metrics: add: empty name: %w", gpumem.ErrInvalidValue)
 	}
 	if c == nil || isNilPointer(c) {
 		return fmt.Errorf("metrics: add %q: nil collector: %w", name, gpumem.ErrInvalidValue)
+	}
+	if err := checkFamilies(c.Families()); err != nil {
+		return fmt.Errorf("metrics: add %q: %w", name, err)
 	}
 	return r.add(entry{name: name, c: c})
 }
@@ -166,11 +170,18 @@ func Names() []string {
 // AllocatorCollector are always written, in the order of Names, then the
 // other collectors' families in the order they first appear (collectors
 // sorted by name). Each collector is read once per call, so all families
-// show the same moment of each source. The first write error is returned.
+// show the same moment of each source. The first write error is returned;
+// a sample whose label names the format cannot carry (a bad name, a name
+// twice, a collector's own "allocator") is an error matching
+// gpumem.ErrInvalidValue, returned before anything is written.
 func (r *Registry) WritePrometheus(w io.Writer) error {
+	mfs := r.Gather()
+	if err := checkSamples(mfs); err != nil { // before a byte is written: no half exposition
+		return fmt.Errorf("metrics: write: %w", err)
+	}
 	bw := bufio.NewWriter(w)
 	var line []byte
-	for _, mf := range r.Gather() {
+	for _, mf := range mfs {
 		line = append(line[:0], "# HELP "...)
 		line = append(line, mf.Name...)
 		line = append(line, ' ')
