@@ -46,7 +46,10 @@ func TestNilUpstream(t *testing.T) {
 	_, e2 := adaptor.NewStatistics(nil)
 	_, e3 := adaptor.NewRecorder(nil, &bytes.Buffer{})
 	_, e4 := adaptor.NewOnOOM(nil, nil)
-	for i, err := range []error{e1, e2, e3, e4} {
+	var typedNil *caching.Allocator // a nil pointer in the interface: refused too
+	_, e5 := adaptor.NewStatistics(typedNil)
+	_, e6 := adaptor.NewLimit(typedNil, 1)
+	for i, err := range []error{e1, e2, e3, e4, e5, e6} {
 		if !errors.Is(err, gpumem.ErrInvalidValue) {
 			t.Errorf("constructor %d with a nil upstream: %v", i, err)
 		}
@@ -333,5 +336,43 @@ func TestChain(t *testing.T) {
 	}
 	if _, err := up.Allocate(1, s0); !errors.Is(err, gpumem.ErrClosed) {
 		t.Errorf("closing the outermost adaptor left the allocator open: %v", err)
+	}
+}
+
+// countingUp counts the allocations asked of it.
+type countingUp struct {
+	gpumem.Allocator
+	calls int
+}
+
+func (c *countingUp) Allocate(n uint64, s gpumem.Stream) (gpumem.Ptr, error) {
+	c.calls++
+	return c.Allocator.Allocate(n, s)
+}
+
+// TestZeroSizeNeverReachesTheUpstream: every adaptor refuses a zero-byte
+// allocation itself, the upstream not asked (adaptor/doc.go's step 1).
+func TestZeroSizeNeverReachesTheUpstream(t *testing.T) {
+	_, up := newUpstream(t)
+	cu := &countingUp{Allocator: up}
+	o, err := adaptor.NewOnOOM(cu, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := adaptor.NewLimit(cu, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := adaptor.NewStatistics(cu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, a := range map[string]gpumem.Allocator{"OnOOM": o, "Limit": l, "Statistics": st} {
+		if _, err := a.Allocate(0, s0); !errors.Is(err, gpumem.ErrInvalidValue) {
+			t.Errorf("%s: zero bytes: %v, want ErrInvalidValue", name, err)
+		}
+	}
+	if cu.calls != 0 {
+		t.Errorf("the upstream was asked %d times for zero bytes", cu.calls)
 	}
 }

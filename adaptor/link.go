@@ -4,6 +4,7 @@ package adaptor
 
 import (
 	"fmt"
+	"reflect"
 	"sync/atomic"
 
 	"github.com/gpumem/gpumem"
@@ -18,7 +19,7 @@ type link struct {
 
 // checkUpstream refuses a nil upstream.
 func checkUpstream(up gpumem.Allocator, name string) error {
-	if up == nil {
+	if rv := reflect.ValueOf(up); up == nil || rv.Kind() == reflect.Pointer && rv.IsNil() {
 		return fmt.Errorf("%s: nil upstream: %w", name, gpumem.ErrInvalidValue)
 	}
 	return nil

@@ -65,6 +65,9 @@ func (o *OnOOM) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 	if o.closed.Load() {
 		return 0, o.errClosed()
 	}
+	if size == 0 {
+		return 0, o.errZero()
+	}
 	for attempt := 0; ; attempt++ {
 		p, err := o.up.Allocate(size, s)
 		if err == nil || !errors.Is(err, gpumem.ErrOutOfMemory) {

@@ -350,8 +350,16 @@ func (e Event) String() string {
 	return fmt.Sprintf("f %d %d", e.ID, e.Stream)
 }
 
-// Write writes the trace's events as plain text, one a line.
+// Write writes the trace's events as plain text, one a line. A trace that
+// Validate refuses (or nil) is an error matching gpumem.ErrInvalidValue,
+// and nothing is written: Write never makes a file that Read refuses.
 func Write(w io.Writer, t *Trace) error {
+	if t == nil {
+		return fmt.Errorf("gpumem: trace: write: nil trace: %w", gpumem.ErrInvalidValue)
+	}
+	if err := t.Validate(); err != nil {
+		return fmt.Errorf("gpumem: trace: write: %w", err)
+	}
 	bw := bufio.NewWriter(w)
 	for _, e := range t.Events {
 		if _, err := bw.WriteString(e.String()); err != nil {

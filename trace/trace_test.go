@@ -225,3 +225,18 @@ func BenchmarkReadGPT2(b *testing.B) {
 		}
 	}
 }
+
+// TestWriteRefusesWhatReadRefuses: Write of a nil or invalid trace is an
+// error and writes nothing, so that it never makes a file Read refuses.
+func TestWriteRefusesWhatReadRefuses(t *testing.T) {
+	for name, tr := range map[string]*Trace{
+		"nil":             nil,
+		"negative stream": {Events: []Event{{Alloc: true, ID: 1, Size: 5, Stream: -1}}},
+		"id twice":        {Events: []Event{{Alloc: true, ID: 1, Size: 5}, {Alloc: true, ID: 1, Size: 7}}},
+	} {
+		var b bytes.Buffer
+		if err := Write(&b, tr); !errors.Is(err, gpumem.ErrInvalidValue) || b.Len() != 0 {
+			t.Errorf("%s: Write = %v with %d bytes written, want ErrInvalidValue and nothing", name, err, b.Len())
+		}
+	}
+}

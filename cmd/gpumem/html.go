@@ -214,7 +214,7 @@ func chartSVG(r replay.Result) string {
 	}
 	unit, unitF := byteUnit(peak)
 	ymax := float64(peak) / unitF
-	xmax := float64(r.Events)
+	xmax := float64(r.Events * max(len(r.Passes), 1)) // the timeline counts the events of every pass
 	if ymax <= 0 {
 		ymax = 1
 	}

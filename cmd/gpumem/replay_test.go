@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -369,6 +371,38 @@ func TestReplayPasses(t *testing.T) {
 	for _, bad := range []string{"0", "-3", "1001", "x"} {
 		if code, _, e := runCmd(t, "replay", "--backend", "sim", "--passes", bad, p); code != exitUsage || !strings.Contains(e, "passes") {
 			t.Errorf("--passes %s: exit %d: %s", bad, code, e)
+		}
+	}
+}
+
+// TestReplayHTMLPassesOnTheChart: with --passes the chart's x axis spans
+// every pass's events, so the curves stay inside the chart's box.
+func TestReplayHTMLPassesOnTheChart(t *testing.T) {
+	withFake(t, newFakeGPU(1, 1<<40))
+	p := writeTrace(t, "passes.trace", tinyTrace)
+	out := filepath.Join(t.TempDir(), "timeline.html")
+	if code, _, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--passes", "3", "--html", out, p); code != exitOK {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(data)
+	vb := regexp.MustCompile(`viewBox="0 0 ([0-9.]+) ([0-9.]+)"`).FindStringSubmatch(page)
+	if vb == nil {
+		t.Fatal("no chart in the page")
+	}
+	width, _ := strconv.ParseFloat(vb[1], 64)
+	curves := regexp.MustCompile(`class="curve [a-z]+" d="([^"]*)"`).FindAllStringSubmatch(page, -1)
+	if len(curves) == 0 {
+		t.Fatal("no curve in the chart")
+	}
+	for _, c := range curves {
+		for _, xy := range regexp.MustCompile(`[ML]([0-9.]+) `).FindAllStringSubmatch(c[1], -1) {
+			if x, _ := strconv.ParseFloat(xy[1], 64); x > width {
+				t.Fatalf("a curve reaches x = %v in a chart %v wide", x, width)
+			}
 		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -100,6 +101,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	var b gpumem.Backend
 	var err error
 	if *useSim || os.Getenv("GPUMEM_BACKEND") == "sim" {
+		if *capMiB > math.MaxUint64>>20 {
+			return fmt.Errorf("-capacity-mib %d: more bytes than 64 bits hold", *capMiB)
+		}
 		b, err = newSim(sim.Config{Devices: []sim.DeviceConfig{{Capacity: *capMiB << 20}}})
 		logger.Print("running on the simulator, not a GPU")
 	} else {
