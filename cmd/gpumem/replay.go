@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -135,6 +136,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	}
 
 	var results []replay.Result
+	snapWritten := map[string]bool{} // --snapshot files written by this run
 	failed := false
 	skipped := map[string]bool{} // said once, not once per trace
 	for _, tr := range traces {
@@ -176,6 +178,13 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 			results = append(results, res)
 			if rec != nil {
 				path := snapshotFileFor(*snapshotOut, len(traces)*len(names) > 1, tr.Name, name)
+				// Two traces of one name (d1/x.trace, d2/x.trace) would
+				// share a file: the later ones are numbered.
+				for n := 2; snapWritten[path]; n++ {
+					ext := filepath.Ext(path)
+					path = fmt.Sprintf("%s.%d%s", strings.TrimSuffix(snapshotFileFor(*snapshotOut, true, tr.Name, name), ext), n, ext)
+				}
+				snapWritten[path] = true
 				if err := rec.write(path); err != nil {
 					fmt.Fprintf(stderr, "gpumem: --snapshot: %v\n", trimPrefix(err))
 					failed = true

@@ -47,6 +47,11 @@ func TestReplayWritesSnapshotPaths(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "run.x.caching.pickle")); err != nil {
 		t.Errorf("no per-replay file: %v (%s)", err, e)
 	}
+	// The same trace name twice: the second replay's file is numbered,
+	// not written over the first's.
+	if _, err := os.Stat(filepath.Join(dir, "run.x.caching.2.pickle")); err != nil {
+		t.Errorf("the second replay of a trace of the same name: %v (%s)", err, e)
+	}
 	for _, bad := range []string{filepath.Join(dir, "missing", "x.pickle"), dir} {
 		code, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "caching", "--snapshot", bad, p)
 		if code != exitUsage || !strings.Contains(e, "--snapshot") || o != "" {
