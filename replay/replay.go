@@ -224,7 +224,8 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 		peakRes = max(peakRes, p.Reserved)
 		passPeak = max(passPeak, p.Reserved)
 		peakAlloc = max(peakAlloc, p.Allocated)
-		if maxPoints > 0 {
+		// One point at most: the last one (the end), not the start.
+		if maxPoints > 1 || maxPoints == 1 && i == passes*len(steps) {
 			res.Timeline = append(res.Timeline, p)
 		}
 		bucketReq = live
@@ -239,6 +240,34 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 	prof, _ := b.(*Profiler)
 	if prof != nil {
 		prof.Reset()
+	}
+	// figures fills in the replay's figures, from the allocator's
+	// statistics and the loop's counts: at the end, or where a cancelled
+	// replay stopped (its figures so far).
+	figures := func(elapsed time.Duration) {
+		st := alloc.Stats(dev)
+		peakRes = max(peakRes, uint64(max(st.ReservedBytes[gpumem.StatAll].Peak, 0)))
+		peakAlloc = max(peakAlloc, uint64(max(st.AllocatedBytes[gpumem.StatAll].Peak, 0)))
+		res.PeakRequested = peakReq
+		res.PeakReserved = peakRes
+		res.PeakAllocated = peakAlloc
+		res.DeviceAllocs = st.NumDeviceAlloc
+		res.DeviceFrees = st.NumDeviceFree
+		res.DeviceSyncs = st.NumSyncAllStreams
+		res.AllocRetries = st.NumAllocRetries
+		res.CrossStreamReuses = st.CrossStreamReuses
+		res.LiveAtEnd = 0
+		for _, p := range ptrs {
+			if p != 0 {
+				res.LiveAtEnd++
+			}
+		}
+		if res.Pairs > 0 {
+			res.NsPerPair = float64(elapsed.Nanoseconds()) / float64(res.Pairs)
+		}
+		if peakReq > 0 {
+			res.Overhead = float64(peakRes) / float64(peakReq)
+		}
 	}
 	done := ctx.Done()
 	var elapsed time.Duration
@@ -268,6 +297,7 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 		for i, s := range steps {
 			at := pass*n + i // the event's index over all the passes
 			if done != nil && at&(checkEvery-1) == 0 && ctx.Err() != nil {
+				figures(elapsed + time.Since(start) - sampling)
 				return res, fmt.Errorf("gpumem: replay: %s: stopped before event %d%s: %w", tr.Name, i+1, note, context.Cause(ctx))
 			}
 			if s.alloc {
@@ -345,28 +375,7 @@ func RunContext(ctx context.Context, b gpumem.Backend, tr *trace.Trace, alloc gp
 			return res, fmt.Errorf("gpumem: replay: synchronizing: %w", err)
 		}
 	}
-	st := alloc.Stats(dev)
-	peakRes = max(peakRes, uint64(max(st.ReservedBytes[gpumem.StatAll].Peak, 0)))
-	peakAlloc = max(peakAlloc, uint64(max(st.AllocatedBytes[gpumem.StatAll].Peak, 0)))
-	res.PeakRequested = peakReq
-	res.PeakReserved = peakRes
-	res.PeakAllocated = peakAlloc
-	res.DeviceAllocs = st.NumDeviceAlloc
-	res.DeviceFrees = st.NumDeviceFree
-	res.DeviceSyncs = st.NumSyncAllStreams
-	res.AllocRetries = st.NumAllocRetries
-	res.CrossStreamReuses = st.CrossStreamReuses
-	for _, p := range ptrs {
-		if p != 0 {
-			res.LiveAtEnd++
-		}
-	}
-	if res.Pairs > 0 {
-		res.NsPerPair = float64(elapsed.Nanoseconds()) / float64(res.Pairs)
-	}
-	if peakReq > 0 {
-		res.Overhead = float64(peakRes) / float64(peakReq)
-	}
+	figures(elapsed)
 	return res, nil
 }
 
