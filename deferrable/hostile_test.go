@@ -151,3 +151,27 @@ func TestHugeHistory(t *testing.T) {
 		t.Errorf("HistorySize 1<<40: %v, want ErrInvalidValue", err)
 	}
 }
+
+// TestFailedDeviceFreeFreedAtClose: a buffer's device free that the driver
+// refuses (its stream's synchronize, or the free itself) leaves the memory
+// to the manager, which frees it at Close: nothing leaks.
+func TestFailedDeviceFreeFreedAtClose(t *testing.T) {
+	for _, op := range []string{"StreamSynchronize", "Free"} {
+		g := newSim(t, 1<<30, false)
+		s := newStream(t, g)
+		m := newManager(t, g, deferrable.Options{})
+		b, err := m.Alloc(1<<20, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.InjectFault(op, 1, nil)
+		if err := b.Free(); err == nil {
+			t.Errorf("%s refused: Free = nil, want the error", op)
+		}
+		g.ClearFaults()
+		if err := m.Close(); err != nil {
+			t.Fatalf("%s: Close: %v", op, err)
+		}
+		checkLeaks(t, g)
+	}
+}

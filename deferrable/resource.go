@@ -101,10 +101,18 @@ func (r *DeviceResource) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 	if !ok {
 		return fmt.Errorf("deferrable: device resource: deallocate %#x: not allocated here (or freed twice): %w", uintptr(p), gpumem.ErrInvalidValue)
 	}
-	if err := r.b.StreamSynchronize(s); err != nil {
-		return fmt.Errorf("deferrable: device resource: deallocate %#x: %w", uintptr(p), err)
+	err := r.b.StreamSynchronize(s)
+	if err == nil {
+		err = r.b.Free(a.dev, p)
 	}
-	if err := r.b.Free(a.dev, p); err != nil {
+	if err != nil {
+		// Not freed: kept, so that Close frees it (taken out first, so
+		// that no other Deallocate of p frees it meanwhile).
+		r.mu.Lock()
+		if r.live != nil {
+			r.live[p] = a
+		}
+		r.mu.Unlock()
 		return fmt.Errorf("deferrable: device resource: deallocate %#x: %w", uintptr(p), err)
 	}
 	return nil
