@@ -350,7 +350,7 @@ func (d *device) allocSlowLocked(p *pool, size, rounded uint64, s gpumem.Stream)
 		}
 		if errors.Is(err, gpumem.ErrOutOfMemory) && len(d.captures) == 0 {
 			d.stats.NumAllocRetries++
-			d.releaseCachedLocked(true)
+			_ = d.releaseCachedLocked(true) // released or not, the segment is tried again
 			b, err = d.newSegmentLocked(p, segSize, s)
 		}
 	}

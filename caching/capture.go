@@ -112,8 +112,8 @@ func (a *Allocator) ReleasePool(id PoolID) error {
 						segs = append(segs, seg)
 					}
 				}
-				if len(segs) > 0 {
-					d.syncAllLocked()
+				if len(segs) > 0 && d.syncAllLocked() != nil {
+					segs = nil // not waited for: kept cached, released later
 				}
 				for _, seg := range segs {
 					_ = d.releaseSegmentLocked(seg)

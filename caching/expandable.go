@@ -177,7 +177,7 @@ func (d *device) allocInExpandableLocked(b *block, size, rounded uint64, s gpume
 	err := d.mapRangeLocked(b)
 	if errors.Is(err, gpumem.ErrOutOfMemory) && len(d.captures) == 0 {
 		d.stats.NumAllocRetries++
-		d.releaseCachedLocked(true)
+		_ = d.releaseCachedLocked(true) // released or not, the mapping is tried again
 		err = d.mapRangeLocked(b)
 	}
 	if err != nil {
@@ -351,7 +351,7 @@ func (d *device) moveDonorsLocked(seg *segment, first, last uint64, donors []uin
 		// A refusal of the second mapping itself.
 		d.noGhosts = true
 		d.a.logf("caching: mapping memory at a second address failed (%v); moves unmap from now on", err)
-		d.syncAllLocked() // the donors' last users may still be queued
+		_ = d.syncAllLocked() // the donors' last users may still be queued (a failure here is a failure's handling)
 		eachRun(donors, func(_ int, first, n uint64) bool {
 			d.unmapRunLocked(seg, first, first+n)
 			return true
@@ -372,7 +372,7 @@ func (d *device) grantRunsLocked(seg *segment, chunks []uint64) error {
 		addr := seg.addr.Add(first * e.chunk)
 		if gerr := d.a.b.MemSetAccess(addr, n*e.chunk, d.id, gpumem.AccessReadWrite); gerr != nil {
 			if e.nghost > 0 {
-				d.syncAllLocked() // the unmaps below may take ghosts of moved chunks
+				_ = d.syncAllLocked() // the unmaps below may take ghosts of moved chunks (a grant already failed)
 			}
 			for _, j := range chunks[k:] {
 				d.unmapChunkLocked(seg, j, false)
@@ -533,7 +533,9 @@ func (d *device) unmapForGrowthLocked(need uint64) {
 			}
 			// Unmapping is not stream-ordered: the work that used the
 			// memory must be complete.
-			d.syncAllLocked()
+			if d.syncAllLocked() != nil {
+				return // nothing is unmapped: growth maps new memory instead
+			}
 			synced = true
 		}
 		freed += d.unmapFreeLocked(seg, need-freed)

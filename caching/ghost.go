@@ -176,7 +176,7 @@ func (d *device) awaitGhostsLocked(seg *segment, made int64) {
 			return
 		}
 	}
-	d.syncAllLocked()
+	_ = d.syncAllLocked()
 }
 
 // dropGhostEventLocked returns seg's event to the device's cache, when seg

@@ -104,11 +104,16 @@ func freeableLocked(seg *segment) bool {
 	return seg.exp == nil && seg.head.inTree && seg.head.next == nil
 }
 
-// syncAllLocked waits for every stream of the device before memory is returned.
-// d.mu must be held.
-func (d *device) syncAllLocked() {
+// syncAllLocked waits for every stream of the device before memory is
+// returned. An error means the device could not be waited for: the memory
+// must not be unmapped or freed then (work queued before may still use
+// it), and the callers that release memory give up. d.mu must be held.
+func (d *device) syncAllLocked() error {
 	d.stats.NumSyncAllStreams++
-	_ = d.a.b.DeviceSynchronize(d.id)
+	if err := d.a.b.DeviceSynchronize(d.id); err != nil {
+		return fmt.Errorf("caching: waiting for device %d before returning memory: %w", d.id, err)
+	}
+	return nil
 }
 
 // releaseForGrowthLocked frees wholly free cached segments so that growing by
@@ -137,7 +142,9 @@ func (d *device) releaseForGrowthLocked(need uint64) {
 		}
 		return cands[i].addr < cands[j].addr
 	})
-	d.syncAllLocked()
+	if d.syncAllLocked() != nil {
+		return // nothing is released: growth maps new memory instead
+	}
 	remaining := need
 	for len(cands) > 0 && remaining > 0 {
 		i := 0 // the largest, unless a smaller one covers the rest
@@ -173,7 +180,9 @@ func (d *device) releaseAvailableLocked(p *pool, rounded uint64, stream uintptr)
 	}
 	key := max(rounded, ms)
 	if b := t.lowerBound(key); b != nil && b.seg.exp == nil && !b.isSplit() {
-		d.syncAllLocked()
+		if d.syncAllLocked() != nil {
+			return false
+		}
 		return d.releaseSegmentLocked(b.seg) == nil
 	}
 	blocks := t.collect()
@@ -188,7 +197,9 @@ func (d *device) releaseAvailableLocked(p *pool, rounded uint64, stream uintptr)
 			continue
 		}
 		if !synced {
-			d.syncAllLocked()
+			if d.syncAllLocked() != nil {
+				return false
+			}
 			synced = true
 		}
 		sz := b.size
@@ -203,9 +214,11 @@ func (d *device) releaseAvailableLocked(p *pool, rounded uint64, stream uintptr)
 // event, then free every wholly free segment (and unmap every free chunk of
 // the expandable ones). With private set it also frees the cached memory
 // of private pools no capture is using. d.mu must be held.
-func (d *device) releaseCachedLocked(private bool) {
+func (d *device) releaseCachedLocked(private bool) error {
 	d.syncEventsLocked()
-	d.syncAllLocked()
+	if err := d.syncAllLocked(); err != nil {
+		return err // nothing is released
+	}
 	for seg := range d.segments {
 		if seg.exp != nil {
 			d.unmapFreeLocked(seg, ^uint64(0))
@@ -220,6 +233,7 @@ func (d *device) releaseCachedLocked(private bool) {
 		_ = d.releaseSegmentLocked(seg)
 	}
 	d.releaseEmptyExpandableLocked()
+	return nil
 }
 
 // garbageCollectLocked is PyTorch's garbage_collect_cached_blocks.
@@ -258,7 +272,9 @@ func (d *device) garbageCollectLocked() {
 		for _, c := range cands {
 			if float64(c.age) >= avg {
 				if !synced {
-					d.syncAllLocked()
+					if d.syncAllLocked() != nil {
+						return
+					}
 					synced = true
 				}
 				sz := c.seg.size
@@ -286,14 +302,17 @@ func (a *Allocator) EmptyCache() error {
 	if a.closed.Load() {
 		return errClosed()
 	}
+	var errs []error
 	for _, d := range a.devs {
 		d.mu.Lock()
 		if !d.closed && !d.asleep && len(d.captures) == 0 {
-			d.releaseCachedLocked(true)
+			if err := d.releaseCachedLocked(true); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		d.mu.Unlock()
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Close waits for every device, returns all memory (including allocations

@@ -243,7 +243,9 @@ func (d *device) sleepLocked(ctx context.Context) error {
 	start := time.Now()
 	// Cached memory goes first: nothing of it comes back at Wake. This
 	// waits for the device and every pending free.
-	d.releaseCachedLocked(true)
+	if err := d.releaseCachedLocked(true); err != nil {
+		return fmt.Errorf("caching: sleeping device %d: %w", d.id, err) // nothing unmapped: the device stays awake
+	}
 	var segs []*segment
 	regular := 0
 	for seg := range d.segments {

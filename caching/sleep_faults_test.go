@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/sim"
 )
 
 // Faults part way leave a consistent state: a Sleep that cannot save stays
@@ -156,4 +157,72 @@ func TestSleepConcurrent(t *testing.T) {
 	}()
 	wg.Wait()
 	checkInvariants(t, a)
+}
+
+// TestFailedDeviceWaitReleasesNothing: when the device cannot be waited
+// for, EmptyCache and Sleep unmap nothing (work queued before may still use
+// the memory) and say so; the kernel that was queued then runs on memory
+// that is still there.
+func TestFailedDeviceWaitReleasesNothing(t *testing.T) {
+	for _, sleep := range []bool{false, true} {
+		g, err := sim.New(sim.Config{Manual: true, Devices: []sim.DeviceConfig{{Capacity: 1 << 30}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := DefaultOptions()
+		o.ExpandableSegments = true
+		a, err := New(g, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := a.AllocateTagged(1<<20, s, KeepOnSleep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Launch(s, p, 1<<20, func(m []byte) { m[0]++ }); err != nil { // queued: Manual
+			t.Fatal(err)
+		}
+		if !sleep {
+			if err := a.Deallocate(p, s); err != nil { // same stream: cached at once
+				t.Fatal(err)
+			}
+		}
+		g.InjectFault("DeviceSynchronize", 1, nil)
+		if sleep {
+			err = a.Sleep(context.Background())
+		} else {
+			err = a.EmptyCache()
+		}
+		g.ClearFaults()
+		if err == nil {
+			t.Errorf("sleep %v: the device could not be waited for, and no error was returned", sleep)
+		}
+		if a.Asleep(0) {
+			t.Errorf("the device is asleep after a Sleep that could not wait for it")
+		}
+		if err := g.Drain(); err != nil {
+			t.Fatal(err)
+		}
+		if v := g.Violations(); len(v) != 0 {
+			t.Errorf("sleep %v: the queued kernel touched memory that was gone: %.200s", sleep, v[0])
+		}
+		if sleep {
+			if err := a.Deallocate(p, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.StreamDestroy(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
