@@ -426,9 +426,9 @@ func (d *device) forgetChunkLocked(seg *segment, i uint64, keep bool) {
 	}
 	if keep && d.keepChunk == e.chunk {
 		d.kept = append(d.kept, e.handles[i])
-	} else if d.a.b.MemRelease(e.handles[i]) != nil {
-		// The handle leaks on the device's side; the range stays usable.
-		d.a.logf("caching: releasing physical memory at %#x failed", uintptr(addr))
+	} else if err := d.releaseHandleLocked(e.handles[i]); err != nil {
+		// Kept for EmptyCache and Close to try again; the range stays usable.
+		d.a.logf("caching: at %#x: %v", uintptr(addr), err)
 	}
 	e.handles[i], e.mapped[i] = gpumem.MemHandle{}, false
 	e.nmapped--
@@ -464,8 +464,8 @@ func (d *device) unmapRunLocked(seg *segment, i, j uint64) uint64 {
 // reuse, and ends the mapping's keeping. d.mu must be held.
 func (d *device) releaseKeptLocked() {
 	for _, h := range d.kept {
-		if d.a.b.MemRelease(h) != nil {
-			d.a.logf("caching: releasing physical memory failed")
+		if err := d.releaseHandleLocked(h); err != nil {
+			d.a.logf("%v", err)
 		}
 	}
 	d.kept, d.keepChunk = d.kept[:0], 0

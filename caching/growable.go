@@ -143,12 +143,12 @@ func (d *device) freeGrowableLocked(seg *segment) (gone bool, err error) {
 	}
 	var errs []error
 	for _, h := range g.handles {
-		if err := d.a.b.MemRelease(h); err != nil {
-			errs = append(errs, fmt.Errorf("releasing physical memory: %w", err))
+		if err := d.releaseHandleLocked(h); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	if err := d.a.b.MemAddressFree(seg.addr, g.va); err != nil {
-		errs = append(errs, fmt.Errorf("freeing a virtual range: %w", err))
+	if err := d.freeRangeLocked(seg.addr, g.va); err != nil {
+		errs = append(errs, err)
 	}
 	g.handles = nil
 	return true, errors.Join(errs...)

@@ -233,7 +233,7 @@ func (d *device) releaseCachedLocked(private bool) error {
 		_ = d.releaseSegmentLocked(seg)
 	}
 	d.releaseEmptyExpandableLocked()
-	return nil
+	return d.retryOrphansLocked()
 }
 
 // garbageCollectLocked is PyTorch's garbage_collect_cached_blocks.
@@ -364,12 +364,12 @@ func (d *device) closeLocked() error {
 				if err := d.a.b.MemUnmap(addr, e.chunk); err != nil {
 					errs = append(errs, fmt.Errorf("caching: unmapping %#x: %w", uintptr(addr), err))
 				}
-				if err := d.a.b.MemRelease(e.handles[i]); err != nil {
-					errs = append(errs, fmt.Errorf("caching: releasing physical memory: %w", err))
+				if err := d.releaseHandleLocked(e.handles[i]); err != nil {
+					errs = append(errs, err)
 				}
 			}
-			if err := d.a.b.MemAddressFree(seg.addr, seg.size); err != nil {
-				errs = append(errs, fmt.Errorf("caching: freeing a virtual range: %w", err))
+			if err := d.freeRangeLocked(seg.addr, seg.size); err != nil {
+				errs = append(errs, err)
 			}
 			continue
 		}
@@ -379,6 +379,9 @@ func (d *device) closeLocked() error {
 	}
 	d.segments = map[*segment]struct{}{}
 	d.live = ptrmap.Map[*block]{}
+	// Whatever the device refused to release before: once more, and what
+	// it still refuses is reported (the device holds it).
+	errs = append(errs, d.retryOrphansLocked())
 	errs = append(errs, d.closeSleepLocked())
 	for _, ev := range d.events {
 		if err := d.a.b.EventDestroy(ev); err != nil {

@@ -226,3 +226,48 @@ func TestFailedDeviceWaitReleasesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedReleasesAreTriedAgain: physical memory or a virtual range
+// whose release the device refused is kept and released again later
+// (EmptyCache, Close), not forgotten: nothing leaks past Close.
+func TestRefusedReleasesAreTriedAgain(t *testing.T) {
+	for _, c := range []struct {
+		op  string
+		exp bool
+	}{{"MemRelease", false}, {"MemAddressFree", false}, {"MemRelease", true}, {"MemAddressFree", true}} {
+		g, err := sim.New(sim.Config{Devices: []sim.DeviceConfig{{Capacity: 1 << 30}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := DefaultOptions()
+		o.ExpandableSegments = c.exp
+		a, err := New(g, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := a.Allocate(30<<20, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Deallocate(p, s); err != nil {
+			t.Fatal(err)
+		}
+		g.InjectFault(c.op, 1, nil)
+		_ = a.EmptyCache()
+		g.ClearFaults()
+		if err := a.Close(); err != nil {
+			t.Errorf("%s refused once (expandable %v): Close: %v", c.op, c.exp, err)
+		}
+		if err := g.StreamDestroy(s); err != nil {
+			t.Fatal(err)
+		}
+		if l := g.Leaks(); len(l) != 0 {
+			t.Errorf("%s refused once (expandable %v): leaked past Close: %.160s", c.op, c.exp, l[0])
+		}
+		_ = g.Close()
+	}
+}

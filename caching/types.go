@@ -153,6 +153,10 @@ type device struct {
 	gran      uint64
 	keepChunk uint64             // while a mapping runs: the chunk size whose unmapped handles it reuses
 	kept      []gpumem.MemHandle // handles unmapped for that mapping, not yet reused
+	// orphans are physical allocations and virtual ranges whose release
+	// the device refused: retried by EmptyCache and Close (orphans.go).
+	orphans      []gpumem.MemHandle
+	orphanRanges []orphanRange
 	noGhosts  bool               // the backend refused to map a handle twice: moves unmap (ghost.go)
 	scratch   []bool             // freeChunks' table, reused
 	scratchN  []uint64           // cheapestWindowLocked's counts, reused
