@@ -157,9 +157,9 @@ type device struct {
 	// the device refused: retried by EmptyCache and Close (orphans.go).
 	orphans      []gpumem.MemHandle
 	orphanRanges []orphanRange
-	noGhosts  bool               // the backend refused to map a handle twice: moves unmap (ghost.go)
-	scratch   []bool             // freeChunks' table, reused
-	scratchN  []uint64           // cheapestWindowLocked's counts, reused
+	noGhosts     bool     // the backend refused to map a handle twice: moves unmap (ghost.go)
+	scratch      []bool   // freeChunks' table, reused
+	scratchN     []uint64 // cheapestWindowLocked's counts, reused
 
 	history history.Ring // the most recent events (Options.HistorySize)
 
