@@ -252,18 +252,7 @@ func TestCaptureWithoutHooks(t *testing.T) {
 
 // Close with a graph still holding memory says so, and the rest is released.
 func TestCloseLeavesGraphMemory(t *testing.T) {
-	g, err := sim.New(sim.Config{Devices: []sim.DeviceConfig{{Name: "d", Capacity: gib}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := asyncpool.New(g, asyncpool.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, a, s := closeRig(t)
 	if err := a.BeginCapture(s, gpumem.CaptureModeGlobal); err != nil {
 		t.Fatal(err)
 	}
@@ -295,19 +284,8 @@ func TestCloseLeavesGraphMemory(t *testing.T) {
 // Close during an open capture is refused and changes nothing: the capture
 // ends valid, its graph owns its allocation, and Close then works.
 func TestCloseDuringCapture(t *testing.T) {
-	g, err := sim.New(sim.Config{Devices: []sim.DeviceConfig{{Name: "d", Capacity: gib}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, a, s := closeRig(t)
 	defer g.Close()
-	a, err := asyncpool.New(g, asyncpool.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := a.BeginCapture(s, gpumem.CaptureModeRelaxed); err != nil {
 		t.Fatal(err)
 	}
@@ -361,4 +339,23 @@ func TestStatsDuringCapture(t *testing.T) {
 	}
 	r.graphRun(g, s, 1)
 	r.free(x, s)
+}
+
+// closeRig is a 1 GiB simulator, an asyncpool allocator over it and a
+// stream, for the Close tests above (which close all three themselves).
+func closeRig(t *testing.T) (*sim.GPU, *asyncpool.Allocator, gpumem.Stream) {
+	t.Helper()
+	g, err := sim.New(sim.Config{Devices: []sim.DeviceConfig{{Name: "d", Capacity: gib}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := asyncpool.New(g, asyncpool.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, a, s
 }

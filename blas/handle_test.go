@@ -239,20 +239,24 @@ func TestStreamAndWorkspace(t *testing.T) {
 	}
 }
 
-// A matrix whose leading dimension runs past its allocation (which Go
-// cannot see) faults the kernel as it would fault a GPU: the stream's
-// next synchronization reports it.
-func TestOutOfBoundsFaults(t *testing.T) {
+// newFaultingGPU is newGPU for a test whose kernels fault on purpose: its
+// violations are the test's to check.
+func newFaultingGPU(t *testing.T) *sim.GPU {
+	t.Helper()
 	g, err := sim.New(sim.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
-	h, err := blas.Open(g, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+// A matrix whose leading dimension runs past its allocation (which Go
+// cannot see) faults the kernel as it would fault a GPU: the stream's
+// next synchronization reports it.
+func TestOutOfBoundsFaults(t *testing.T) {
+	g := newFaultingGPU(t)
+	h := openHandle(t, g)
 	small := upload(t, g, blas.F32, make([]float64, 4))
 	big := upload(t, g, blas.F32, make([]float64, 64))
 	if err := h.Sgemm(blas.NoTrans, blas.NoTrans, 4, 4, 4, 1, small, 4, big, 4, 0, big, 4); err != nil {
@@ -269,16 +273,8 @@ func TestOutOfBoundsFaults(t *testing.T) {
 // A vector that runs past its buffer into the allocation after it faults
 // the kernel too, and leaves that allocation as it was.
 func TestOverrunIntoTheNextAllocationFaults(t *testing.T) {
-	g, err := sim.New(sim.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	h, err := blas.Open(g, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	g := newFaultingGPU(t)
+	h := openHandle(t, g)
 	x := upload(t, g, blas.F64, make([]float64, 128)) // 1 KiB
 	y := upload(t, g, blas.F64, []float64{7, 7, 7, 7})
 	if err := h.Dscal(256, 2, x, 1); err != nil { // 2 KiB of x

@@ -6,7 +6,6 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/blas"
-	"github.com/gpumem/gpumem/sim"
 )
 
 // Shapes that pass Go's checks (Go cannot see an allocation's size) but
@@ -38,16 +37,8 @@ func TestHugeSpansFault(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			g, err := sim.New(sim.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.Close()
-			h, err := blas.Open(g, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer h.Close()
+			g := newFaultingGPU(t)
+			h := openHandle(t, g)
 			p, err := g.Malloc(0, 256)
 			if err != nil {
 				t.Fatal(err)

@@ -165,20 +165,7 @@ func TestSleepConcurrent(t *testing.T) {
 // that is still there.
 func TestFailedDeviceWaitReleasesNothing(t *testing.T) {
 	for _, sleep := range []bool{false, true} {
-		g, err := sim.New(sim.Config{Manual: true, Devices: []sim.DeviceConfig{{Capacity: 1 << 30}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o := DefaultOptions()
-		o.ExpandableSegments = true
-		a, err := New(g, o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		g, s, a := faultRig(t, true, true)
 		p, err := a.AllocateTagged(1<<20, s, KeepOnSleep)
 		if err != nil {
 			t.Fatal(err)
@@ -235,20 +222,7 @@ func TestRefusedReleasesAreTriedAgain(t *testing.T) {
 		op  string
 		exp bool
 	}{{"MemRelease", false}, {"MemAddressFree", false}, {"MemRelease", true}, {"MemAddressFree", true}} {
-		g, err := sim.New(sim.Config{Devices: []sim.DeviceConfig{{Capacity: 1 << 30}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o := DefaultOptions()
-		o.ExpandableSegments = c.exp
-		a, err := New(g, o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		g, s, a := faultRig(t, false, c.exp)
 		p, err := a.Allocate(30<<20, s)
 		if err != nil {
 			t.Fatal(err)
@@ -270,4 +244,26 @@ func TestRefusedReleasesAreTriedAgain(t *testing.T) {
 		}
 		_ = g.Close()
 	}
+}
+
+// faultRig is a 1 GiB simulator (Manual: work runs only when drained), a
+// stream of it, and an allocator with expandable segments or not, for the
+// tests of injected failures above, which close all three themselves.
+func faultRig(t *testing.T, manual, expandable bool) (*sim.GPU, gpumem.Stream, *Allocator) {
+	t.Helper()
+	g, err := sim.New(sim.Config{Manual: manual, Devices: []sim.DeviceConfig{{Capacity: 1 << 30}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultOptions()
+	o.ExpandableSegments = expandable
+	a, err := New(g, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, s, a
 }

@@ -104,6 +104,26 @@ func ring(cs []*Comm, send, recv []gpumem.Ptr, m *machine) error {
 	})
 }
 
+// ringChecked runs ring over every rank of m, waits for it, and checks that
+// each rank received its predecessor's inputs.
+func ringChecked(t *testing.T, m *machine, cs []*Comm) {
+	t.Helper()
+	n := len(cs)
+	send, recv := make([]gpumem.Ptr, n), make([]gpumem.Ptr, n)
+	for r := range n {
+		send[r], recv[r] = m.alloc(t, r, count*4), m.alloc(t, r, count*4)
+		m.put(t, send[r], inputs(Int32, r, count))
+	}
+	if err := ring(cs, send, recv, m); err != nil {
+		t.Fatal(err)
+	}
+	m.sync(t)
+	for r := range n {
+		prev := (r + n - 1) % n
+		checkElems(t, fmt.Sprint("rank ", r), Int32, m.get(t, recv[r], count*4), func(i int) float64 { return value(Int32, prev, i) })
+	}
+}
+
 // TestGroupRing: a ring of sends and receives from one goroutine driving
 // four ranks, in one group, in free-running and Manual mode.
 func TestGroupRing(t *testing.T) {
@@ -112,19 +132,7 @@ func TestGroupRing(t *testing.T) {
 			const n = 4
 			m := newMachine(t, n, manual)
 			cs := m.comms(t)
-			send, recv := make([]gpumem.Ptr, n), make([]gpumem.Ptr, n)
-			for r := range n {
-				send[r], recv[r] = m.alloc(t, r, count*4), m.alloc(t, r, count*4)
-				m.put(t, send[r], inputs(Int32, r, count))
-			}
-			if err := ring(cs, send, recv, m); err != nil {
-				t.Fatal(err)
-			}
-			m.sync(t)
-			for r := range n {
-				prev := (r + n - 1) % n
-				checkElems(t, fmt.Sprint("rank ", r), Int32, m.get(t, recv[r], count*4), func(i int) float64 { return value(Int32, prev, i) })
-			}
+			ringChecked(t, m, cs)
 		})
 	}
 }
@@ -147,19 +155,7 @@ func TestGroupPanicEndsTheGroup(t *testing.T) {
 		}()
 		_ = Group(m.g, func() error { panic("boom") })
 	}()
-	send, recv := make([]gpumem.Ptr, n), make([]gpumem.Ptr, n)
-	for r := range n {
-		send[r], recv[r] = m.alloc(t, r, count*4), m.alloc(t, r, count*4)
-		m.put(t, send[r], inputs(Int32, r, count))
-	}
-	if err := ring(cs, send, recv, m); err != nil {
-		t.Fatal(err)
-	}
-	m.sync(t)
-	for r := range n {
-		prev := (r + n - 1) % n
-		checkElems(t, fmt.Sprint("rank ", r), Int32, m.get(t, recv[r], count*4), func(i int) float64 { return value(Int32, prev, i) })
-	}
+	ringChecked(t, m, cs)
 }
 
 // TestInitRankGoroutines: one rank per goroutine, joined by an id, each

@@ -18,6 +18,15 @@ mkdir -p $W
 summary="$OUT/summary.txt"
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
+# rotate3 ROUND A B C runs the three commands in the order ROUND gives
+# (A B C, B C A, C A B in turn), so that none always goes first.
+rotate3() {
+	case $(($1 % 3)) in
+	0) $2; $3; $4 ;;
+	1) $3; $4; $2 ;;
+	2) $4; $2; $3 ;;
+	esac
+}
 
 note "date: $(date -u +%Y-%m-%dT%H:%MZ)"
 nvidia-smi --query-gpu=index,name,driver_version,memory.total,memory.used --format=csv,noheader | while read -r l; do note "gpu: $l"; done
@@ -71,11 +80,7 @@ if [ "$what" = placement ]; then
 			run_pt() { PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $W/ptreplay "$t" torch >>"$OUT/ptreplay.jsonl" 2>&1; }
 			run_mf() { $G/gpumem replay --backend cuda --allocator caching --conf expandable_segments:True --json "$t" >>"$OUT/replay.jsonl" 2>>"$OUT/replay.err"; }
 			run_bf() { $G/gpumem replay --backend cuda --allocator caching --conf expandable_segments:True,expandable_placement:best_fit --json "$t" >>"$OUT/replay.jsonl" 2>>"$OUT/replay.err"; }
-			case $((round % 3)) in
-			0) run_pt; run_mf; run_bf ;;
-			1) run_mf; run_bf; run_pt ;;
-			2) run_bf; run_pt; run_mf ;;
-			esac
+			rotate3 "$round" run_pt run_mf run_bf
 		done
 	done
 	note "placement rounds done (errors: $(wc -l <"$OUT/replay.err"))"
@@ -105,11 +110,7 @@ if [ "$what" = asyncpool ]; then
 			run_dp() { $W/ptreplay "$t" driverpool >>"$OUT/ptreplay.jsonl" 2>&1; }
 			run_new() { $G/gpumem replay --backend cuda --allocator asyncpool --json "$t" >>"$OUT/replay.jsonl" 2>>"$OUT/replay.err"; }
 			run_old() { [ -z "${OLD:-}" ] || "$OLD" replay --backend cuda --allocator asyncpool --json "$t" >>"$OUT/replay-old.jsonl" 2>>"$OUT/replay.err"; }
-			case $((round % 3)) in
-			0) run_dp; run_new; run_old ;;
-			1) run_new; run_old; run_dp ;;
-			2) run_old; run_dp; run_new ;;
-			esac
+			rotate3 "$round" run_dp run_new run_old
 		done
 	done
 	note "asyncpool rounds done (errors: $(wc -l <"$OUT/replay.err"))"
