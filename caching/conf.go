@@ -33,7 +33,15 @@ func OptionsFromConf(c config.Conf) (Options, error) {
 	if c.ExpandablePlacement != "" && !c.ExpandableSegments {
 		return bad("expandable_placement", "%s applies only with expandable_segments:True", c.ExpandablePlacement)
 	}
-	o.ExpandableBestFit = c.ExpandablePlacement == "best_fit"
+	if c.ExpandablePlacement != "" {
+		o.ExpandableBestFit = c.ExpandablePlacement == "best_fit"
+	}
+	if c.ExpandableSlack != nil {
+		if !c.ExpandableSegments {
+			return bad("expandable_slack", "%v applies only with expandable_segments:True", *c.ExpandableSlack)
+		}
+		o.ExpandableSlack = *c.ExpandableSlack
+	}
 	o.PerProcessMemoryFraction = c.PerProcessMemoryFraction
 	if _, err := o.validate(); err != nil {
 		return Options{}, err

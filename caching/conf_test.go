@@ -26,6 +26,7 @@ func TestOptionsFromConf(t *testing.T) {
 	if got := roundSize(&tab, 600<<20); got != 768<<20 {
 		t.Errorf("600 MiB rounds to %d under the parsed divisions", got)
 	}
+	slack := 0.01
 	for _, bad := range []struct {
 		conf config.Conf
 		key  string
@@ -38,6 +39,7 @@ func TestOptionsFromConf(t *testing.T) {
 		{config.Conf{PerProcessMemoryFraction: 3}, "per_process_memory_fraction"},
 		{config.Conf{RoundupPower2Divisions: []config.Division{{UpToMB: 0, Divisions: 6}}}, "roundup_power2_divisions"},
 		{config.Conf{ExpandablePlacement: "best_fit"}, "expandable_placement"}, // without expandable segments
+		{config.Conf{ExpandableSlack: &slack}, "expandable_slack"},             // without expandable segments
 	} {
 		_, err := OptionsFromConf(bad.conf)
 		if !errors.Is(err, gpumem.ErrInvalidValue) || !strings.Contains(err.Error(), bad.key) {
@@ -47,10 +49,15 @@ func TestOptionsFromConf(t *testing.T) {
 }
 
 func TestOptionsFromConfExpandablePlacement(t *testing.T) {
-	for conf, want := range map[string]bool{
-		"expandable_segments:True":                                   false,
-		"expandable_segments:True,expandable_placement:mapped_first": false,
-		"expandable_segments:True,expandable_placement:best_fit":     true,
+	for conf, want := range map[string]struct {
+		bestFit bool
+		slack   float64
+	}{
+		"expandable_segments:True":                                                         {true, DefaultExpandableSlack},
+		"expandable_segments:True,expandable_placement:mapped_first":                       {false, DefaultExpandableSlack},
+		"expandable_segments:True,expandable_placement:best_fit":                           {true, DefaultExpandableSlack},
+		"expandable_segments:True,expandable_slack:0":                                      {true, 0},
+		"expandable_segments:True,expandable_slack:0.25,expandable_placement:mapped_first": {false, 0.25},
 	} {
 		c, err := config.Parse(conf)
 		if err != nil {
@@ -60,8 +67,9 @@ func TestOptionsFromConfExpandablePlacement(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", conf, err)
 		}
-		if o.ExpandableBestFit != want || !o.ExpandableSegments {
-			t.Errorf("%s: ExpandableBestFit %v, ExpandableSegments %v; want %v, true", conf, o.ExpandableBestFit, o.ExpandableSegments, want)
+		if o.ExpandableBestFit != want.bestFit || o.ExpandableSlack != want.slack || !o.ExpandableSegments {
+			t.Errorf("%s: ExpandableBestFit %v, ExpandableSlack %v, ExpandableSegments %v; want %v, %v, true",
+				conf, o.ExpandableBestFit, o.ExpandableSlack, o.ExpandableSegments, want.bestFit, want.slack)
 		}
 	}
 }

@@ -159,7 +159,38 @@
 // fewer; unet's footprint rose by 0.4 % of its floor, still under the best
 // of PyTorch's and the driver's.
 //
-// Placement in an expandable segment minimizes mapping, not address space.
+// Placement in an expandable segment, by default (DefaultOptions), is
+// PyTorch's: the best fit by size, with the chunks the block lacks mapped
+// there. What differs from PyTorch is where the physical memory comes from.
+// PyTorch creates it and never unmaps, so its footprint is the span its
+// best fit ever reached. Here, while reserved memory stays within
+// ExpandableSlack (3 %) over the allocated high-water mark, or under the
+// reserved high-water mark, new memory is created as PyTorch does; past
+// that, free chunks are moved (a ghost revived, a chunk of this segment
+// left as a ghost, or chunks unmapped elsewhere, as release before growth
+// frees regular segments). So on one stream the footprint is at most
+// PyTorch's, whose layout it shares and whose mapped chunks are a superset
+// of its own, and at most the slack over the floor wherever moves can
+// bring it there. The argument for a slack: a move costs an unmap, a map
+// and an access grant (about 75 µs of host time on an H200) and buys
+// memory that would otherwise sit mapped and free. Early in a run, while
+// the allocated high-water mark still rises, a footprint held exactly at
+// the reserved high-water mark moves memory on almost every growth; with
+// no slack, best fit took up to 1.64 times PyTorch expandable's host time
+// on the ten recorded traces (the U-Net: 2,531 chunks mapped against
+// PyTorch's 253). On the H200, nine interleaved rounds: with 3 % every
+// recorded trace is at or under the best of PyTorch native, PyTorch
+// expandable and the driver pool, at 0.32-0.94 of PyTorch expandable's
+// time; with 2 %, gpt2 and the U-Net were over PyTorch's time (1.04,
+// 1.07); 4 % puts two traces over the driver pool's footprint (1.032 of
+// the floor). On 400 generated workloads (testdata/phase) it is above the
+// best anchor on 23 (at most 2.7 % over it), where mapped-first placement
+// without a slack was above on 42 (1.6 %); the generated workloads, with
+// few allocations between device calls, take more host time than PyTorch
+// under either rule (docs/gpu-results.md).
+//
+// Mapped-first placement (expandable_placement:mapped_first) minimizes
+// mapping, not address space.
 // When the best fit by size would need chunks mapped, the smallest free
 // block of the segment that holds the request on chunks already mapped is
 // taken instead. The request goes at the start of the block's mapped run if
@@ -213,16 +244,9 @@
 // The rule has a cost in footprint where requests sit just under a chunk:
 // a mapped run elsewhere takes them where the best fit would move chunks,
 // and the chunks at the seams stay partly used, so they cannot move. On
-// two traces recorded after the rule was chosen (beam search, whose
-// caches grow by a few hundred KiB a token, and a vision transformer) it
-// reserves more than PyTorch's expandable segments (1.100 and 1.012 of the
-// floor against 1.063 and 1.005 on an H200). ExpandableBestFit
-// (expandable_placement:best_fit) turns the rule off: every request goes
-// to the best fit by size and chunks move there, which keeps all ten
-// recorded traces under every anchor, at up to 2.3 times the device
-// allocations. No rule tried gives both on every trace
-// (docs/gpu-results.md has them), so both are offered, the cheaper one by
-// default.
+// beam search, whose caches grow by a few hundred KiB a token, it reserves
+// 1.100 of the floor against PyTorch expandable's 1.063 on an H200, which
+// is why best fit is the default.
 //
 // Borrowing across streams (borrow.go). With cross-stream reuse on (as in
 // DefaultOptions), a large-pool request whose own segment would have to

@@ -260,7 +260,7 @@ func (d *device) mapRangeLocked(b *block) error {
 	// fail grants what was mapped before err (the block goes back to the
 	// cache with it) and returns err.
 	fail := func(err error) error { return errors.Join(err, d.grantRunsLocked(seg, fresh)) }
-	if peak := d.highWater; d.a.opts.ReleaseBeforeGrow && reserved+need > peak {
+	if peak := d.expandableBoundLocked(b.size); d.a.opts.ReleaseBeforeGrow && reserved+need > peak {
 		over := reserved + need - peak
 		if ghosts {
 			free := freeTable()

@@ -68,18 +68,32 @@ type Options struct {
 	ExpandableSegments bool
 	// ExpandableBestFit places every request of an expandable segment at
 	// the best fit by size, as PyTorch does, and maps or moves free chunks
-	// there when the block lacks mapped memory, instead of first serving it
-	// from a mapped run elsewhere (the rule caching/doc.go argues for).
-	// It trades device calls for footprint. On an H200 over the ten
-	// recorded traces it stays at or under the best of PyTorch native,
-	// PyTorch expandable and the driver pool on every one (the default
-	// rule is above PyTorch expandable on beam search and the vision
-	// transformer), but it maps up to 2.3 times as many chunks (the U-Net)
-	// and takes 0.39-1.64 of PyTorch expandable's host time per pair,
-	// against 0.32-0.93 for the default rule (docs/gpu-results.md).
-	// Configuration key expandable_placement:best_fit. No effect without
-	// ExpandableSegments.
+	// there when the block lacks mapped memory. Without it (configuration
+	// key expandable_placement:mapped_first) a request that the best fit
+	// would have to map chunks for is first served from a mapped run
+	// elsewhere (the rule caching/doc.go describes): fewer device calls on
+	// workloads that alternate phases, but a larger footprint where
+	// requests sit just under a chunk (beam search: 1.100 of the floor
+	// against PyTorch expandable's 1.063 on an H200). DefaultOptions set it;
+	// with ExpandableSlack it keeps the ten recorded traces at or under the
+	// best of PyTorch native, PyTorch expandable and the driver pool, at
+	// 0.32-0.94 of PyTorch expandable's host time per pair
+	// (docs/gpu-results.md). No effect without ExpandableSegments.
 	ExpandableBestFit bool
+	// ExpandableSlack, with ReleaseBeforeGrow, lets expandable segments map
+	// new physical memory instead of moving free chunks while reserved
+	// memory stays within this fraction over the allocated high-water mark
+	// (or under the reserved high-water mark, if higher). A move unmaps a
+	// free chunk and maps it again where it is needed, an unmap, a map and
+	// an access grant of tens of microseconds each; mapping new memory
+	// costs a create and the same grant but no unmap, and leaves the free
+	// chunk mapped for the next request that fits there. So a small slack
+	// saves most of the moves that keep reserved memory at its high-water
+	// mark early in a run, while the allocated high-water mark still rises,
+	// and bounds what it costs in footprint. 0: move whenever a mapping
+	// would raise reserved memory past its high-water mark.
+	// Configuration key expandable_slack.
+	ExpandableSlack float64
 	// ExpandableSmallChunk and ExpandableLargeChunk are the mapping units of the
 	// small and large pools' expandable segments, rounded up to the device's
 	// granularity. 0: 2 MiB and 20 MiB, as PyTorch.
@@ -125,9 +139,8 @@ type Options struct {
 	// regular segments without releasing cached memory while it stays within
 	// this fraction over the allocated high-water mark: fewer synchronizing
 	// frees, at a bounded cost in footprint. 0: release whenever reserved
-	// memory would pass its own high-water mark. Expandable segments ignore
-	// it: unmapping a free chunk is cheap, and keeping their footprint at
-	// the high-water mark is what they are for.
+	// memory would pass its own high-water mark. Expandable segments have
+	// their own, ExpandableSlack.
 	GrowthSlack float64
 	// KeepSleepBuffer keeps the pinned host memory that Sleep saves
 	// KeepOnSleep allocations to after Wake, for the next Sleep (Close
@@ -170,6 +183,19 @@ const DefaultSegmentDivisor = 8
 // eighth made on three of them (docs/gpu-results.md).
 const DefaultGrowthSlack = 0.1875
 
+// DefaultExpandableSlack is DefaultOptions' ExpandableSlack: expandable
+// segments may reserve up to 3 % over the allocated high-water mark before
+// they move free chunks instead of mapping new memory. A move costs about
+// 75 µs of host time on an H200. On the ten recorded traces, with best-fit
+// placement, no slack keeps every footprint under the best anchor but
+// takes up to 1.64 times PyTorch expandable's time (the U-Net's moves);
+// 2 % leaves two traces over PyTorch's time, 3 % none, and 4 % puts two
+// over the driver pool's footprint (1.032 of the floor on gpt2 and the KV
+// cache server). The driver pool itself reserves more than 3 % over the
+// floor on 85 % of 454 generated workloads measured there
+// (docs/gpu-results.md has the figures).
+const DefaultExpandableSlack = 0.03
+
 // DefaultOptions are PyTorch's defaults plus the project's extensions:
 // cross-stream reuse, release before growth with DefaultGrowthSlack,
 // growable segments, and segments of at least DefaultSmallSegment (small
@@ -184,9 +210,12 @@ const DefaultGrowthSlack = 0.1875
 // on 97-98 % of them and up to 1.19 times PyTorch's on the rest, and on
 // one of four traces recorded after the defaults were set (beam search,
 // whose caches grow a little every token) it is 1.05 times PyTorch's;
-// expandable segments are the configuration that stays under it.
+// expandable segments are the configuration that stays under it. For
+// expandable segments (off by default, as in PyTorch) they add best-fit
+// placement and DefaultExpandableSlack.
 func DefaultOptions() Options {
 	return Options{CrossStreamReuse: true, ReleaseBeforeGrow: true, GrowthSlack: DefaultGrowthSlack,
+		ExpandableBestFit: true, ExpandableSlack: DefaultExpandableSlack,
 		GrowSegments: true, SegmentDivisor: DefaultSegmentDivisor,
 		SmallSegment: DefaultSmallSegment, MinLargeSegment: DefaultMinLargeSegment}
 }
@@ -209,6 +238,9 @@ func (o *Options) validate() (table [numIntervals]int, err error) {
 	}
 	if f := o.GrowthSlack; f < 0 || f > 16 || f != f {
 		return table, bad("growth slack", "%v must be in [0, 16]", f)
+	}
+	if f := o.ExpandableSlack; f < 0 || f > 1 || f != f {
+		return table, bad("expandable_slack", "%v must be in [0, 1]", f)
 	}
 	if o.SegmentDivisor < 0 {
 		return table, bad("segment divisor", "%d is negative", o.SegmentDivisor)

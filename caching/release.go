@@ -46,6 +46,22 @@ func (d *device) growthBoundLocked(segSize uint64) uint64 {
 	return bound
 }
 
+// expandableBoundLocked is the reserved size up to which expandable
+// segments map new memory for a block of size bytes instead of moving
+// free chunks: the reserved high-water mark, or ExpandableSlack over the
+// larger of the allocated high-water mark and what is allocated with the
+// block, if more. d.mu must be held.
+func (d *device) expandableBoundLocked(size uint64) uint64 {
+	bound := d.highWater
+	if f := d.a.opts.ExpandableSlack; f > 0 {
+		a := max(d.allocHigh, uint64(d.stats.AllocatedBytes[gpumem.StatAll].Current)+size)
+		if b := uint64(float64(a) * (1 + f)); b > bound {
+			bound = b
+		}
+	}
+	return bound
+}
+
 // addReservedLocked counts n more reserved bytes of pool kind st and raises the
 // high-water mark that release before growth keeps reserved memory under.
 // d.mu must be held.

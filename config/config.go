@@ -18,7 +18,8 @@
 //	release_threshold_mb          integer >= 0, for asyncpool (default: the allocator's)
 //	throttle_ratio                0 < r <= 1, for asyncpool (default: 0.8)
 //	capture_check                 tracked | every_call | hooks, for asyncpool (default: tracked)
-//	expandable_placement          mapped_first | best_fit, for caching with expandable segments (default: mapped_first)
+//	expandable_placement          mapped_first | best_fit, for caching with expandable segments (default: best_fit)
+//	expandable_slack              0 <= f <= 1, for caching with expandable segments (default: 0.03)
 //
 // roundup_power2_divisions follows PyTorch: a single N (a power of two) rounds
 // every size above 1 MiB up to one of N steps between consecutive powers of
@@ -76,12 +77,13 @@ type Conf struct {
 	RoundupPower2Divisions     []Division // nil = off; a single N is one Division{UpToMB: 0, Divisions: N}
 	GarbageCollectionThreshold float64    // 0 = off
 	ExpandableSegments         bool
-	PerProcessMemoryFraction   float64 // 0 = none
-	ReleaseThresholdMB         *uint64 // nil = the allocator's default
-	ThrottleRatio              float64 // 0 = default 0.8
-	CaptureCheck               string  // "" = the allocator's default; "tracked", "every_call" or "hooks"
-	ExpandablePlacement        string  // "" = the allocator's default; "mapped_first" or "best_fit"
-	Raw                        string  // the string parsed, as given
+	PerProcessMemoryFraction   float64  // 0 = none
+	ReleaseThresholdMB         *uint64  // nil = the allocator's default
+	ThrottleRatio              float64  // 0 = default 0.8
+	CaptureCheck               string   // "" = the allocator's default; "tracked", "every_call" or "hooks"
+	ExpandablePlacement        string   // "" = the allocator's default; "mapped_first" or "best_fit"
+	ExpandableSlack            *float64 // nil = the allocator's default; 0 <= f <= 1
+	Raw                        string   // the string parsed, as given
 }
 
 // Error is a configuration error: the key, the value and what is wrong. It
@@ -300,6 +302,10 @@ func (c Conf) Equal(o Conf) bool {
 		c.PerProcessMemoryFraction != o.PerProcessMemoryFraction ||
 		c.ThrottleRatio != o.ThrottleRatio || c.CaptureCheck != o.CaptureCheck ||
 		c.ExpandablePlacement != o.ExpandablePlacement {
+		return false
+	}
+	if (c.ExpandableSlack == nil) != (o.ExpandableSlack == nil) ||
+		(c.ExpandableSlack != nil && *c.ExpandableSlack != *o.ExpandableSlack) {
 		return false
 	}
 	if (c.ReleaseThresholdMB == nil) != (o.ReleaseThresholdMB == nil) ||

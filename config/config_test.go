@@ -39,6 +39,7 @@ func TestParseValid(t *testing.T) {
 		{"capture_check:every_call", Conf{CaptureCheck: "every_call"}},
 		{"expandable_segments:True,expandable_placement:best_fit", Conf{ExpandableSegments: true, ExpandablePlacement: "best_fit"}},
 		{"expandable_placement:mapped_first", Conf{ExpandablePlacement: "mapped_first"}},
+		{"expandable_segments:True,expandable_slack:0", Conf{ExpandableSegments: true, ExpandableSlack: new(float64)}},
 		{"backend:asyncpool,release_threshold_mb:100,throttle_ratio:0.5",
 			Conf{Backend: "asyncpool", ReleaseThresholdMB: u64(100), ThrottleRatio: 0.5}},
 	}
@@ -97,6 +98,10 @@ func TestParseInvalid(t *testing.T) {
 		{"capture_check:sometimes", "capture_check", "sometimes"},
 		{"expandable_placement:worst_fit", "expandable_placement", "worst_fit"},
 		{"expandable_placement:Best_Fit", "expandable_placement", "Best_Fit"},
+		{"expandable_slack:-0.01", "expandable_slack", "-0.01"},
+		{"expandable_slack:1.5", "expandable_slack", "1.5"},
+		{"expandable_slack:NaN", "expandable_slack", "NaN"},
+		{"expandable_slack:", "expandable_slack", ""},
 		{"max_split_size_mb:[1:2]", "max_split_size_mb", "[1:2]"},
 		{"bogus_key:1", "bogus_key", "1"},
 		{"Backend:caching", "Backend", "caching"},

@@ -184,8 +184,27 @@ var keyTable = []Key{
 		get: func(c Conf) (string, bool) { return formatFloat(c.ThrottleRatio), c.ThrottleRatio != 0 }},
 	choiceKey("capture_check", BackendAsyncPool, "for asyncpool (default: tracked)",
 		func(c *Conf) *string { return &c.CaptureCheck }, "tracked", "every_call", "hooks"),
-	choiceKey("expandable_placement", BackendCaching, "for caching with expandable segments (default: mapped_first)",
+	choiceKey("expandable_placement", BackendCaching, "for caching with expandable segments (default: best_fit)",
 		func(c *Conf) *string { return &c.ExpandablePlacement }, "mapped_first", "best_fit"),
+	{Name: "expandable_slack", Allocators: []string{BackendCaching},
+		Doc: "0 <= f <= 1, for caching with expandable segments (default: 0.03)",
+		set: func(c *Conf, v string) error {
+			f, err := parseFloat(v)
+			if err != nil {
+				return err
+			}
+			if !(f >= 0 && f <= 1) {
+				return errors.New("must be at least 0 and at most 1")
+			}
+			c.ExpandableSlack = &f
+			return nil
+		},
+		get: func(c Conf) (string, bool) {
+			if c.ExpandableSlack == nil {
+				return "", false
+			}
+			return formatFloat(*c.ExpandableSlack), true
+		}},
 }
 
 // choiceKey is a key of one allocator whose value is one of values, kept

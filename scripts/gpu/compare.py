@@ -136,7 +136,7 @@ def placement(d):
           " device allocs: PyTorch, mapped_first, best_fit |")
     print("|---|---|---|---|---|---|---|")
     for tr in sorted({k[0] for k in runs}):
-        p, m, b = (runs.get((tr, w), []) for w in ("torch-exp", "caching-exp", "caching-exp-best_fit"))
+        p, m, b = (runs.get((tr, w), []) for w in ("torch-exp", "caching-exp-mapped_first", "caching-exp"))
         if not (p and m and b):
             continue
         fl = m[0]["peak_requested"]
@@ -150,11 +150,12 @@ def placement(d):
 
 
 def conf_suffix(conf):
-    """The key suffix of a configuration: -exp for expandable segments,
-    -exp-best_fit with expandable_placement:best_fit."""
+    """The key suffix of a configuration: -exp for expandable segments
+    (best-fit placement, the default), -exp-mapped_first with
+    expandable_placement:mapped_first."""
     if "expandable" not in conf:
         return ""
-    return "-exp-best_fit" if "best_fit" in conf else "-exp"
+    return "-exp-mapped_first" if "mapped_first" in conf else "-exp"
 
 
 def load(d):

@@ -74,12 +74,13 @@ fi
 if [ "$what" = placement ]; then
 	# Expandable segments' two placements (expandable_placement) against
 	# PyTorch's expandable segments, in interleaved rounds (ROUNDS, default
-	# 5), the order rotated from round to round.
+	# 5), the order rotated from round to round. MF_CONF and BF_CONF replace
+	# the two configurations (e.g. with an expandable_slack).
 	for round in $(seq 1 "${ROUNDS:-5}"); do
 		for t in $traces; do
 			run_pt() { PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $W/ptreplay "$t" torch >>"$OUT/ptreplay.jsonl" 2>&1; }
-			run_mf() { $G/gpumem replay --backend cuda --allocator caching --conf expandable_segments:True --json "$t" >>"$OUT/replay.jsonl" 2>>"$OUT/replay.err"; }
-			run_bf() { $G/gpumem replay --backend cuda --allocator caching --conf expandable_segments:True,expandable_placement:best_fit --json "$t" >>"$OUT/replay.jsonl" 2>>"$OUT/replay.err"; }
+			run_mf() { $G/gpumem replay --backend cuda --allocator caching --conf "${MF_CONF:-expandable_segments:True,expandable_placement:mapped_first}" --json "$t" >>"$OUT/replay.jsonl" 2>>"$OUT/replay.err"; }
+			run_bf() { $G/gpumem replay --backend cuda --allocator caching --conf "${BF_CONF:-expandable_segments:True,expandable_placement:best_fit}" --json "$t" >>"$OUT/replay.jsonl" 2>>"$OUT/replay.err"; }
 			rotate3 "$round" run_pt run_mf run_bf
 		done
 	done
