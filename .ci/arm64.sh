@@ -34,6 +34,9 @@ missing_tools() {
 	[ -n "$(find_qemu)" ] || m+=("qemu-aarch64")
 	arm64_libc || m+=("arm64 libc (libc6:arm64)")
 	command -v aarch64-linux-gnu-gcc >/dev/null || m+=("aarch64-linux-gnu-gcc")
+	# The cross compiler's C headers and start files: a recommendation of
+	# gcc-aarch64-linux-gnu, which --no-install-recommends leaves out.
+	[ -e /usr/aarch64-linux-gnu/include/stdint.h ] || m+=("arm64 C headers (libc6-dev-arm64-cross)")
 	command -v gcc >/dev/null || m+=("gcc")
 	echo "${m[*]:-}"
 }
@@ -53,7 +56,7 @@ if [ -n "$missing" ]; then
 		dpkg --add-architecture arm64
 	fi
 	apt-get update -qq
-	pkgs=(libc6:arm64 gcc gcc-aarch64-linux-gnu)
+	pkgs=(libc6:arm64 gcc gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 	if apt-cache show qemu-user-static >/dev/null 2>&1; then
 		pkgs+=(qemu-user-static)
 	else
