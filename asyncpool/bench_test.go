@@ -9,13 +9,20 @@ import (
 )
 
 func benchRig(tb testing.TB, check asyncpool.CaptureCheck) (*sim.GPU, *asyncpool.Allocator, gpumem.Stream) {
-	g, err := sim.New(sim.Config{NoStacks: true, Devices: []sim.DeviceConfig{{Name: "H200", Capacity: 140 * gib}}})
-	if err != nil {
-		tb.Fatal(err)
-	}
 	opts := asyncpool.DefaultOptions()
 	opts.CaptureCheck = check
 	opts.HistorySize = 0
+	return simPool(tb, sim.Config{NoStacks: true, Devices: []sim.DeviceConfig{{Name: "H200", Capacity: 140 * gib}}}, opts)
+}
+
+// simPool is a simulator of cfg, an asyncpool allocator of opts over it and
+// a non-blocking stream of device 0; the caller closes all three.
+func simPool(tb testing.TB, cfg sim.Config, opts asyncpool.Options) (*sim.GPU, *asyncpool.Allocator, gpumem.Stream) {
+	tb.Helper()
+	g, err := sim.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	a, err := asyncpool.New(g, opts)
 	if err != nil {
 		tb.Fatal(err)

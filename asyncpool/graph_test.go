@@ -345,17 +345,5 @@ func TestStatsDuringCapture(t *testing.T) {
 // stream, for the Close tests above (which close all three themselves).
 func closeRig(t *testing.T) (*sim.GPU, *asyncpool.Allocator, gpumem.Stream) {
 	t.Helper()
-	g, err := sim.New(sim.Config{Devices: []sim.DeviceConfig{{Name: "d", Capacity: gib}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := asyncpool.New(g, asyncpool.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g, a, s
+	return simPool(t, sim.Config{Devices: []sim.DeviceConfig{{Name: "d", Capacity: gib}}}, asyncpool.DefaultOptions())
 }

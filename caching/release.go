@@ -31,31 +31,28 @@ func (d *device) makeRoomLocked(n uint64) error {
 }
 
 // growthBoundLocked is the reserved size up to which a new segment of segSize
-// is taken without releasing cached memory first: the reserved high-water
-// mark, or, with Options.GrowthSlack, that slack over the larger of the
-// allocated high-water mark and what would be allocated with this segment
-// wholly used, if more. d.mu must be held.
+// is taken without releasing cached memory first: slackBoundLocked with
+// Options.GrowthSlack. d.mu must be held.
 func (d *device) growthBoundLocked(segSize uint64) uint64 {
-	bound := d.highWater
-	if f := d.a.opts.GrowthSlack; f > 0 {
-		a := max(d.allocHigh, uint64(d.stats.AllocatedBytes[gpumem.StatAll].Current)+segSize)
-		if b := uint64(float64(a) * (1 + f)); b > bound {
-			bound = b
-		}
-	}
-	return bound
+	return d.slackBoundLocked(d.a.opts.GrowthSlack, segSize)
 }
 
 // expandableBoundLocked is the reserved size up to which expandable
 // segments map new memory for a block of size bytes instead of moving
-// free chunks: the reserved high-water mark, or ExpandableSlack over the
-// larger of the allocated high-water mark and what is allocated with the
-// block, if more. d.mu must be held.
+// free chunks: slackBoundLocked with Options.ExpandableSlack. d.mu must be
+// held.
 func (d *device) expandableBoundLocked(size uint64) uint64 {
+	return d.slackBoundLocked(d.a.opts.ExpandableSlack, size)
+}
+
+// slackBoundLocked is the reserved high-water mark, or the fraction slack
+// over the larger of the allocated high-water mark and what is allocated
+// with size more bytes, if that is more. d.mu must be held.
+func (d *device) slackBoundLocked(slack float64, size uint64) uint64 {
 	bound := d.highWater
-	if f := d.a.opts.ExpandableSlack; f > 0 {
+	if slack > 0 {
 		a := max(d.allocHigh, uint64(d.stats.AllocatedBytes[gpumem.StatAll].Current)+size)
-		if b := uint64(float64(a) * (1 + f)); b > bound {
+		if b := uint64(float64(a) * (1 + slack)); b > bound {
 			bound = b
 		}
 	}

@@ -86,9 +86,7 @@ func newSleepSim(t *testing.T, capacity uint64) (*sim.GPU, *Allocator, []gpumem.
 		ss = append(ss, s)
 		t.Cleanup(func() { _ = g.StreamDestroy(s) })
 	}
-	o := DefaultOptions()
-	o.ExpandableSegments = true
-	a, err := New(g, o)
+	a, err := New(g, expandableOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,9 +313,7 @@ func TestSleepRefusals(t *testing.T) {
 	if err := a.Deallocate(p, gpumem.Stream{Device: 0}); err != nil {
 		t.Fatal(err)
 	}
-	o := DefaultOptions()
-	o.ExpandableSegments = true
-	b, err := New(g, o)
+	b, err := New(g, expandableOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,9 +414,7 @@ func TestSleepUseWhileAsleepReported(t *testing.T) {
 // while asleep returns everything, the pinned buffer included.
 func TestSleepFreeAndCloseWhileAsleep(t *testing.T) {
 	g := simtest.New(t, sim.Config{Devices: []sim.DeviceConfig{{Capacity: 1 << 30}}})
-	o := DefaultOptions()
-	o.ExpandableSegments = true
-	a, err := New(g, o)
+	a, err := New(g, expandableOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,12 +106,9 @@ var keyTable = []Key{
 	{Name: "garbage_collection_threshold", Allocators: cachingPools,
 		Doc: "0 < t < 1 (default: off)",
 		set: func(c *Conf, v string) error {
-			f, err := parseFloat(v)
+			f, err := parseFloatIn(v, func(f float64) bool { return f > 0 && f < 1 }, "must be greater than 0 and less than 1")
 			if err != nil {
 				return err
-			}
-			if !(f > 0 && f < 1) {
-				return errors.New("must be greater than 0 and less than 1")
 			}
 			c.GarbageCollectionThreshold = f
 			return nil
@@ -136,12 +133,9 @@ var keyTable = []Key{
 	{Name: "per_process_memory_fraction",
 		Doc: "0 < f <= 1 (default: no cap)",
 		set: func(c *Conf, v string) error {
-			f, err := parseFloat(v)
+			f, err := parseFloatIn(v, func(f float64) bool { return f > 0 && f <= 1 }, "must be greater than 0 and at most 1")
 			if err != nil {
 				return err
-			}
-			if !(f > 0 && f <= 1) {
-				return errors.New("must be greater than 0 and at most 1")
 			}
 			c.PerProcessMemoryFraction = f
 			return nil
@@ -171,12 +165,9 @@ var keyTable = []Key{
 	{Name: "throttle_ratio", Allocators: []string{BackendAsyncPool},
 		Doc: "0 < r <= 1, for asyncpool (default: 0.8)",
 		set: func(c *Conf, v string) error {
-			f, err := parseFloat(v)
+			f, err := parseFloatIn(v, func(f float64) bool { return f > 0 && f <= 1 }, "must be greater than 0 and at most 1")
 			if err != nil {
 				return err
-			}
-			if !(f > 0 && f <= 1) {
-				return errors.New("must be greater than 0 and at most 1")
 			}
 			c.ThrottleRatio = f
 			return nil
@@ -189,12 +180,9 @@ var keyTable = []Key{
 	{Name: "expandable_slack", Allocators: []string{BackendCaching},
 		Doc: "0 <= f <= 1, for caching with expandable segments (default: 0.03)",
 		set: func(c *Conf, v string) error {
-			f, err := parseFloat(v)
+			f, err := parseFloatIn(v, func(f float64) bool { return f >= 0 && f <= 1 }, "must be at least 0 and at most 1")
 			if err != nil {
 				return err
-			}
-			if !(f >= 0 && f <= 1) {
-				return errors.New("must be at least 0 and at most 1")
 			}
 			c.ExpandableSlack = &f
 			return nil
@@ -205,6 +193,19 @@ var keyTable = []Key{
 			}
 			return formatFloat(*c.ExpandableSlack), true
 		}},
+}
+
+// parseFloatIn parses v as parseFloat does and checks it with ok: a value
+// that fails is the error msg.
+func parseFloatIn(v string, ok func(float64) bool, msg string) (float64, error) {
+	f, err := parseFloat(v)
+	if err != nil {
+		return 0, err
+	}
+	if !ok(f) {
+		return 0, errors.New(msg)
+	}
+	return f, nil
 }
 
 // choiceKey is a key of one allocator whose value is one of values, kept

@@ -150,10 +150,7 @@ func TestSpillContextStopsBetweenBuffers(t *testing.T) {
 			t.Errorf("buffer %d changed", i)
 		}
 	}
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkLeaks(t, g)
+	closeChecked(t, m, g)
 }
 
 // TestSpillContextStopsInsideAMove stops a spill to disk between the chunks
@@ -183,8 +180,5 @@ func TestSpillContextStopsInsideAMove(t *testing.T) {
 		}
 	}
 	noFailures(t, m.Stats())
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkLeaks(t, g)
+	closeChecked(t, m, g)
 }

@@ -41,6 +41,16 @@ var (
 	streamsMu   sync.Mutex
 )
 
+// closeChecked closes m, which must succeed, and checks that nothing of g
+// leaked (checkLeaks).
+func closeChecked(t testing.TB, m *deferrable.Manager, g *sim.GPU) {
+	t.Helper()
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkLeaks(t, g)
+}
+
 func checkLeaks(t testing.TB, g *sim.GPU) {
 	t.Helper()
 	if v, ok := testStreams.LoadAndDelete(g); ok {
@@ -180,10 +190,7 @@ func TestRoundTripThroughEveryTier(t *testing.T) {
 	if st.Device.Buffers != 0 || st.Host.Bytes != 0 || st.Disk.Bytes != 0 {
 		t.Errorf("after freeing all: %+v", st)
 	}
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkLeaks(t, g)
+	closeChecked(t, m, g)
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("disk tier left %d entries behind", len(ents))
 	}
@@ -433,10 +440,7 @@ func TestSpillOnOutOfMemory(t *testing.T) {
 	for _, b := range held {
 		b.Release()
 	}
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkLeaks(t, g)
+	closeChecked(t, m, g)
 }
 
 func TestSoftDeviceLimit(t *testing.T) {
@@ -515,10 +519,7 @@ func TestPriorityThenLeastRecentlyReleased(t *testing.T) {
 	// Acquiring brings one back and makes it the most recent.
 	bufs[3].Acquire(s)
 	bufs[3].Release()
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkLeaks(t, g)
+	closeChecked(t, m, g)
 	if registered != 6 || freed != 6 {
 		t.Errorf("callbacks: %d registered, %d freed, want 6 each", registered, freed)
 	}
@@ -626,10 +627,7 @@ func TestInjectedCopyFailuresLoseNoData(t *testing.T) {
 	if st.Spilled().Failures < 3 || st.Unspilled().Failures < 3 {
 		t.Errorf("failures not counted: %+v", st)
 	}
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkLeaks(t, g)
+	closeChecked(t, m, g)
 }
 
 // TestWorkingSetThreeTimesTheDevice runs a workload whose buffers add up to
@@ -702,10 +700,7 @@ func TestWorkingSetThreeTimesTheDevice(t *testing.T) {
 			t.Fatalf("buffer %d has the wrong result", i)
 		}
 	}
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkLeaks(t, g)
+	closeChecked(t, m, g)
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("disk tier left %d entries", len(ents))
 	}
@@ -822,10 +817,7 @@ func TestDiskTierIsPrivate(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("the disk tier is visible in its directory: %v", ents)
 	}
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkLeaks(t, g)
+	closeChecked(t, m, g)
 }
 
 func TestConcurrentSpillAndAcquire(t *testing.T) {
@@ -872,10 +864,7 @@ func TestConcurrentSpillAndAcquire(t *testing.T) {
 			t.Fatalf("buffer %d changed", i)
 		}
 	}
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkLeaks(t, g)
+	closeChecked(t, m, g)
 }
 
 func TestHostLimitWithoutDisk(t *testing.T) {
@@ -911,10 +900,7 @@ func TestHostLimitWithoutDisk(t *testing.T) {
 	if unspills != 1 {
 		t.Errorf("%d unspill callbacks, want 1", unspills)
 	}
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkLeaks(t, g)
+	closeChecked(t, m, g)
 }
 
 // Freeing a buffer whose asynchronous release is still queued frees it in

@@ -142,8 +142,5 @@ func TestDiskFullFailsAtAllocation(t *testing.T) {
 	if got := read(t, g, host, s); !bytes.Equal(got, wantHost) {
 		t.Error("the host buffer changed")
 	}
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkLeaks(t, g)
+	closeChecked(t, m, g)
 }

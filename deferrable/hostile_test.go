@@ -137,10 +137,7 @@ func TestHoldOnDeadStream(t *testing.T) {
 	if err := none.Close(); !errors.Is(err, gpumem.ErrInvalidValue) {
 		t.Errorf("Close of a nil manager: %v, want ErrInvalidValue", err)
 	}
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkLeaks(t, g)
+	closeChecked(t, m, g)
 }
 
 // TestHugeHistory checks that a history ring too large to allocate is an

@@ -3,6 +3,8 @@
 
     scripts/gpu/compare.py OUT
     scripts/gpu/compare.py --placement OUT   # run.sh placement's table
+    scripts/gpu/compare.py --transition FILE # run.sh transition: BenchmarkTransition
+    scripts/gpu/compare.py --poolpair FILE   # run.sh transition: BenchmarkPoolPair
 
 reads OUT/ptreplay.jsonl (the anchors) and OUT/replay.jsonl (gpumem), as
 scripts/gpu/run.sh writes them, and prints for each trace and pairing the ns
@@ -18,6 +20,7 @@ per-round ratios, with their spread, min-max), with the goals marked.
 prints the table alone.
 """
 import json
+import re
 import os
 import statistics
 import sys
@@ -149,6 +152,53 @@ def placement(d):
             spread(m), spread(b), p[0]["device_allocs"], m[0]["device_allocs"], b[0]["device_allocs"]))
 
 
+def bench_runs(path, bench):
+    """The runs of Go benchmark bench in the file at path, per sub-benchmark:
+    each run's C-ns/op metric where it reports one, else its ns/op."""
+    v = {}
+    for l in open(path):
+        m = re.match(r'Benchmark' + bench + r'/(\S+?)(#\d+)?(-\d+)?\s+\d+\s+([0-9.]+) ns/op(.*)', l)
+        if not m:
+            continue
+        c = re.search(r'([0-9.]+) C-ns/op', m.group(5))
+        v.setdefault(m.group(1), []).append(float(c.group(1)) if c else float(m.group(4)))
+    return v
+
+
+def transition(path):
+    """run.sh transition's table of BenchmarkTransition."""
+    v = bench_runs(path, "Transition")
+    if not v:
+        print("transition: no figures (see transition.txt)")
+        return
+    # The host's cores run the loop in two states (about 55 and about 90 ns
+    # for the same pair): the fastest run is each variant's cost, the
+    # median says how often the slow state came.
+    print("| set current + cuCtxGetCurrent | ns per call, fastest | median | runs |")
+    print("| --- | --- | --- | --- |")
+    for k in ("C", "gpumem", "ccall-alone", "cgo-one-call", "cgo-two-calls", "ccall-get-only", "cgo-get-only"):
+        if k in v:
+            print(f"| {k} | {min(v[k]):.1f} | {statistics.median(v[k]):.1f} | {len(v[k])} |")
+
+
+def poolpair(path):
+    """run.sh transition's table of BenchmarkPoolPair."""
+    v = bench_runs(path, "PoolPair")
+    if not v:
+        print("pool pair: no figures (see poolpair.txt)")
+        return
+    # The driver's pair runs at two speeds from run to run (about 690 and
+    # 1150 ns on the H200): each way's runs within 1.3x of its fastest are
+    # its fast state.
+    print("| pool pair, 1 MiB | ns per pair, fastest | median, fast state (runs) | median, all runs |")
+    print("| --- | --- | --- | --- |")
+    for k in ("C", "cgo-one-call", "ccall-two", "backend"):
+        if k not in v:
+            continue
+        f = [x for x in v[k] if x < 1.3 * min(v[k])]
+        print(f"| {k} | {min(v[k]):.0f} | {statistics.median(f):.0f} ({len(f)}) | {statistics.median(v[k]):.0f} ({len(v[k])}) |")
+
+
 def conf_suffix(conf):
     """The key suffix of a configuration: -exp for expandable segments
     (best-fit placement, the default), -exp-mapped_first with
@@ -174,7 +224,11 @@ if __name__ == "__main__":
         table(sys.argv[2])
     elif len(sys.argv) == 3 and sys.argv[1] == "--placement":
         placement(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "--transition":
+        transition(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "--poolpair":
+        poolpair(sys.argv[2])
     elif len(sys.argv) == 2:
         main(sys.argv[1])
     else:
-        sys.exit("usage: compare.py [--table|--placement] OUT")
+        sys.exit("usage: compare.py [--table|--placement] OUT | --transition FILE | --poolpair FILE")

@@ -273,52 +273,13 @@ if [ "$what" = transition ]; then
 	if [ -x $G/cgoanchor.test ]; then
 		$G/cgoanchor.test -test.run '^$' -test.bench Transition -test.count "${ROUNDS:-7}" -test.benchtime 1000000x >"$OUT/transition.txt" 2>&1
 		note "cgoanchor.test exit $?"
-		python3 - "$OUT/transition.txt" <<'PY' | tee -a "$summary"
-import re, statistics, sys
-v = {}
-for l in open(sys.argv[1]):
-    m = re.match(r'BenchmarkTransition/(\S+?)(-\d+)?\s+\d+\s+([0-9.]+) ns/op(.*)', l)
-    if not m: continue
-    name, ns, rest = m.group(1), float(m.group(3)), m.group(4)
-    c = re.search(r'([0-9.]+) C-ns/op', rest)
-    v.setdefault(name, []).append(float(c.group(1)) if c else ns)
-if v:
-    # The host's cores run the loop in two states (about 55 and about 90 ns
-    # for the same pair): the fastest run is each variant's cost, the
-    # median says how often the slow state came.
-    print("| set current + cuCtxGetCurrent | ns per call, fastest | median | runs |")
-    print("| --- | --- | --- | --- |")
-    for k in ("C", "gpumem", "ccall-alone", "cgo-one-call", "cgo-two-calls", "ccall-get-only", "cgo-get-only"):
-        if k in v: print(f"| {k} | {min(v[k]):.1f} | {statistics.median(v[k]):.1f} | {len(v[k])} |")
-else:
-    print("transition: no figures (see transition.txt)")
-PY
+		python3 scripts/gpu/compare.py --transition "$OUT/transition.txt" | tee -a "$summary"
 		# asyncpool's pair at its floor (cuMemAllocFromPoolAsync and
 		# cuMemFreeAsync, 1 MiB): from C, one cgo call, two transitions of
 		# ccall, the backend, in rotation in one process.
 		$G/cgoanchor.test -test.run '^$' -test.bench PoolPair -test.count "${ROUNDS:-7}" -test.benchtime 100000x >"$OUT/poolpair.txt" 2>&1
 		note "cgoanchor.test PoolPair exit $?"
-		python3 - "$OUT/poolpair.txt" <<'PY' | tee -a "$summary"
-import re, statistics, sys
-v = {}
-for l in open(sys.argv[1]):
-    m = re.match(r'BenchmarkPoolPair/(\S+?)(#\d+)?(-\d+)?\s+\d+\s+([0-9.]+) ns/op(.*)', l)
-    if not m: continue
-    c = re.search(r'([0-9.]+) C-ns/op', m.group(5))
-    v.setdefault(m.group(1), []).append(float(c.group(1)) if c else float(m.group(4)))
-if v:
-    # The driver's pair runs at two speeds from run to run (about 690 and
-    # 1150 ns on the H200): each way's runs within 1.3x of its fastest are
-    # its fast state.
-    print("| pool pair, 1 MiB | ns per pair, fastest | median, fast state (runs) | median, all runs |")
-    print("| --- | --- | --- | --- |")
-    for k in ("C", "cgo-one-call", "ccall-two", "backend"):
-        if k not in v: continue
-        f = [x for x in v[k] if x < 1.3 * min(v[k])]
-        print(f"| {k} | {min(v[k]):.0f} | {statistics.median(f):.0f} ({len(f)}) | {statistics.median(v[k]):.0f} ({len(v[k])}) |")
-else:
-    print("pool pair: no figures (see poolpair.txt)")
-PY
+		python3 scripts/gpu/compare.py --poolpair "$OUT/poolpair.txt" | tee -a "$summary"
 	else
 		note "transition: no cgoanchor.test (prepare.sh builds it where a C compiler is present)"
 	fi
