@@ -42,6 +42,12 @@ func OptionsFromConf(c config.Conf) (Options, error) {
 		}
 		o.ExpandableSlack = *c.ExpandableSlack
 	}
+	if c.ExpandableHandleChunks != 0 {
+		if !c.ExpandableSegments {
+			return bad("expandable_handle_chunks", "%d applies only with expandable_segments:True", c.ExpandableHandleChunks)
+		}
+		o.ExpandableHandleChunks = c.ExpandableHandleChunks
+	}
 	o.PerProcessMemoryFraction = c.PerProcessMemoryFraction
 	if _, err := o.validate(); err != nil {
 		return Options{}, err

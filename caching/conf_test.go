@@ -40,6 +40,8 @@ func TestOptionsFromConf(t *testing.T) {
 		{config.Conf{RoundupPower2Divisions: []config.Division{{UpToMB: 0, Divisions: 6}}}, "roundup_power2_divisions"},
 		{config.Conf{ExpandablePlacement: "best_fit"}, "expandable_placement"}, // without expandable segments
 		{config.Conf{ExpandableSlack: &slack}, "expandable_slack"},             // without expandable segments
+		{config.Conf{ExpandableHandleChunks: 2}, "expandable_handle_chunks"},   // without expandable segments
+		{config.Conf{ExpandableSegments: true, ExpandableHandleChunks: 1 << 17}, "expandable_handle_chunks"},
 	} {
 		_, err := OptionsFromConf(bad.conf)
 		if !errors.Is(err, gpumem.ErrInvalidValue) || !strings.Contains(err.Error(), bad.key) {
@@ -52,12 +54,15 @@ func TestOptionsFromConfExpandablePlacement(t *testing.T) {
 	for conf, want := range map[string]struct {
 		bestFit bool
 		slack   float64
+		handle  int
 	}{
-		"expandable_segments:True":                                                         {true, DefaultExpandableSlack},
-		"expandable_segments:True,expandable_placement:mapped_first":                       {false, DefaultExpandableSlack},
-		"expandable_segments:True,expandable_placement:best_fit":                           {true, DefaultExpandableSlack},
-		"expandable_segments:True,expandable_slack:0":                                      {true, 0},
-		"expandable_segments:True,expandable_slack:0.25,expandable_placement:mapped_first": {false, 0.25},
+		"expandable_segments:True":                                                         {true, DefaultExpandableSlack, 0},
+		"expandable_segments:True,expandable_placement:mapped_first":                       {false, DefaultExpandableSlack, 0},
+		"expandable_segments:True,expandable_placement:best_fit":                           {true, DefaultExpandableSlack, 0},
+		"expandable_segments:True,expandable_slack:0":                                      {true, 0, 0},
+		"expandable_segments:True,expandable_slack:0.25,expandable_placement:mapped_first": {false, 0.25, 0},
+		"expandable_segments:True,expandable_handle_chunks:1":                              {true, DefaultExpandableSlack, 1},
+		"expandable_segments:True,expandable_handle_chunks:16":                             {true, DefaultExpandableSlack, 16},
 	} {
 		c, err := config.Parse(conf)
 		if err != nil {
@@ -67,9 +72,9 @@ func TestOptionsFromConfExpandablePlacement(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", conf, err)
 		}
-		if o.ExpandableBestFit != want.bestFit || o.ExpandableSlack != want.slack || !o.ExpandableSegments {
-			t.Errorf("%s: ExpandableBestFit %v, ExpandableSlack %v, ExpandableSegments %v; want %v, %v, true",
-				conf, o.ExpandableBestFit, o.ExpandableSlack, o.ExpandableSegments, want.bestFit, want.slack)
+		if o.ExpandableBestFit != want.bestFit || o.ExpandableSlack != want.slack || o.ExpandableHandleChunks != want.handle || !o.ExpandableSegments {
+			t.Errorf("%s: ExpandableBestFit %v, ExpandableSlack %v, ExpandableHandleChunks %d, ExpandableSegments %v; want %v, %v, %d, true",
+				conf, o.ExpandableBestFit, o.ExpandableSlack, o.ExpandableHandleChunks, o.ExpandableSegments, want.bestFit, want.slack, want.handle)
 		}
 	}
 }

@@ -22,6 +22,11 @@ type expandable struct {
 	handles []gpumem.MemHandle
 	mapped  []bool
 	nmapped int
+	// span is, for the first chunk of each physical allocation mapped
+	// (Options.ExpandableHandleChunks), the number of chunks it covers; 0
+	// for the other chunks. handles holds the allocation at each of its
+	// chunks. An allocation is unmapped whole (groupAt).
+	span []uint32
 	// top is one past the highest mapped or ghost chunk: scans for mapped chunks
 	// stop there instead of running to the end of the range (twice the
 	// device: 140,000 chunks of 2 MiB on an H200).
@@ -69,6 +74,7 @@ func (d *device) initExpandable() {
 		return
 	}
 	d.expOn = true
+	d.handleChunks = uint64(max(1, d.a.opts.ExpandableHandleChunks))
 	if m, ok := d.a.b.(gpumem.MappingAliaser); ok {
 		if twice, _ := m.MapsHandleTwice(); !twice {
 			d.noGhosts = true
@@ -280,45 +286,64 @@ func (d *device) mapRangeLocked(b *block) error {
 			d.releaseForGrowthLocked(over)
 		}
 	}
-	for i := first; i <= last; i++ {
+	// What is still unmapped takes memory kept above, a chunk at a time,
+	// then new allocations of up to handleChunks chunks each.
+	for i := first; i <= last; {
 		if e.mapped[i] {
+			i++
 			continue
 		}
-		if err := place(i); err != nil {
+		n := uint64(1)
+		if len(d.kept) == 0 {
+			for n < d.handleChunks && i+n <= last && !e.mapped[i+n] {
+				n++
+			}
+		}
+		for k := i; k < i+n; k++ {
+			if err := place(k); err != nil {
+				return fail(err)
+			}
+		}
+		if err := d.mapHandleLocked(seg, i, n); err != nil {
 			return fail(err)
 		}
-		if err := d.mapHandleLocked(seg, i); err != nil {
-			return fail(err)
+		for k := i; k < i+n; k++ {
+			fresh = append(fresh, k)
 		}
-		fresh = append(fresh, i)
+		i += n
 	}
 	return d.grantRunsLocked(seg, fresh)
 }
 
-// mapHandleLocked maps at unmapped chunk i of seg a handle kept for the
-// mapping underway, or a new one, and counts it. d.mu must be held.
-func (d *device) mapHandleLocked(seg *segment, i uint64) error {
+// mapHandleLocked maps at the n unmapped chunks of seg from i one physical
+// allocation: for one chunk, a handle kept for the mapping underway if
+// there is one, else a new allocation of n chunks; and counts it. d.mu must
+// be held.
+func (d *device) mapHandleLocked(seg *segment, i, n uint64) error {
 	e := seg.exp
-	addr := seg.addr.Add(i * e.chunk)
+	addr, size := seg.addr.Add(i*e.chunk), n*e.chunk
 	var h gpumem.MemHandle
-	if n := len(d.kept); n > 0 {
-		h, d.kept = d.kept[n-1], d.kept[:n-1]
+	if k := len(d.kept); k > 0 && n == 1 {
+		h, d.kept = d.kept[k-1], d.kept[:k-1]
 	} else {
 		var err error
-		if h, err = d.a.b.MemCreate(d.id, e.chunk); err != nil {
-			return fmt.Errorf("caching: creating %s of physical memory on device %d: %w", gpumem.FormatBytes(e.chunk), d.id, err)
+		if h, err = d.a.b.MemCreate(d.id, size); err != nil {
+			return fmt.Errorf("caching: creating %s of physical memory on device %d: %w", gpumem.FormatBytes(size), d.id, err)
 		}
 	}
-	if err := d.a.b.MemMap(addr, e.chunk, 0, h); err != nil {
+	if err := d.a.b.MemMap(addr, size, 0, h); err != nil {
 		_ = d.a.b.MemRelease(h)
 		return fmt.Errorf("caching: mapping %#x: %w", uintptr(addr), err)
 	}
-	e.handles[i], e.mapped[i] = h, true
-	e.nmapped++
-	e.top = max(e.top, i+1)
-	d.addReservedLocked(seg.pool.statType(), int64(e.chunk))
+	for k := i; k < i+n; k++ {
+		e.handles[k], e.mapped[k] = h, true
+	}
+	e.span[i] = uint32(n)
+	e.nmapped += int(n)
+	e.top = max(e.top, i+n)
+	d.addReservedLocked(seg.pool.statType(), int64(size))
 	d.stats.NumDeviceAlloc++
-	d.recordLocked(gpumem.ActionSegmentMap, seg.stream.Handle, addr, e.chunk)
+	d.recordLocked(gpumem.ActionSegmentMap, seg.stream.Handle, addr, size)
 	return nil
 }
 
@@ -375,7 +400,9 @@ func (d *device) grantRunsLocked(seg *segment, chunks []uint64) error {
 				_ = d.syncAllLocked() // the unmaps below may take ghosts of moved chunks (a grant already failed)
 			}
 			for _, j := range chunks[k:] {
-				d.unmapChunkLocked(seg, j, false)
+				if e.span[j] > 0 { // an allocation's first chunk: its others follow
+					d.unmapGroupLocked(seg, j, false)
+				}
 			}
 			err = fmt.Errorf("caching: granting access to %#x: %w", uintptr(addr), gerr)
 			return false
@@ -401,61 +428,78 @@ func eachRun(chunks []uint64, fn func(k int, first, n uint64) bool) {
 	}
 }
 
-// unmapChunkLocked unmaps chunk i of seg and releases its physical memory, or,
-// with keep set and a mapping of the same chunk size underway, keeps it in
-// d.kept for that mapping. It reports whether the chunk was unmapped.
-// d.mu must be held.
-func (d *device) unmapChunkLocked(seg *segment, i uint64, keep bool) bool {
-	e := seg.exp
-	addr := seg.addr.Add(i * e.chunk)
-	if d.a.b.MemUnmap(addr, e.chunk) != nil {
-		return false
+// groupAt returns the first chunk and the length of the physical
+// allocation mapped at mapped chunk i (span).
+func (e *expandable) groupAt(i uint64) (first, n uint64) {
+	for e.span[i] == 0 && i > 0 {
+		i--
 	}
-	d.forgetChunkLocked(seg, i, keep)
-	return true
+	return i, uint64(e.span[i])
 }
 
-// forgetChunkLocked is the bookkeeping of unmapping chunk i of seg, after the
-// unmap: its physical memory is kept for the mapping underway (keep) or
-// released, and it is counted and recorded. d.mu must be held.
-func (d *device) forgetChunkLocked(seg *segment, i uint64, keep bool) {
+// unmapGroupLocked unmaps the physical allocation whose first chunk is i
+// and releases it, or, with keep set, a single chunk and a mapping of the
+// same chunk size underway, keeps it in d.kept for that mapping. It returns
+// the chunks unmapped (none if the unmap failed). d.mu must be held.
+func (d *device) unmapGroupLocked(seg *segment, i uint64, keep bool) uint64 {
 	e := seg.exp
-	addr := seg.addr.Add(i * e.chunk)
-	if err := d.unmapGhostsOfLocked(seg, e.handles[i]); err != nil {
+	n := uint64(e.span[i])
+	if d.a.b.MemUnmap(seg.addr.Add(i*e.chunk), n*e.chunk) != nil {
+		return 0
+	}
+	d.forgetGroupLocked(seg, i, keep)
+	return n
+}
+
+// forgetGroupLocked is the bookkeeping of unmapping the physical allocation
+// whose first chunk is i, after the unmap: its memory is kept for the
+// mapping underway (keep, a single chunk) or released, and it is counted
+// and recorded. d.mu must be held.
+func (d *device) forgetGroupLocked(seg *segment, i uint64, keep bool) {
+	e := seg.exp
+	n := uint64(e.span[i])
+	addr, size := seg.addr.Add(i*e.chunk), n*e.chunk
+	h := e.handles[i]
+	if err := d.unmapGhostsOfLocked(seg, h); err != nil {
 		d.a.logf("%v", err)
 	}
-	if keep && d.keepChunk == e.chunk {
-		d.kept = append(d.kept, e.handles[i])
-	} else if err := d.releaseHandleLocked(e.handles[i]); err != nil {
+	if keep && n == 1 && d.keepChunk == e.chunk {
+		d.kept = append(d.kept, h)
+	} else if err := d.releaseHandleLocked(h); err != nil {
 		// Kept for EmptyCache and Close to try again; the range stays usable.
 		d.a.logf("caching: at %#x: %v", uintptr(addr), err)
 	}
-	e.handles[i], e.mapped[i] = gpumem.MemHandle{}, false
-	e.nmapped--
+	for k := i; k < i+n; k++ {
+		e.handles[k], e.mapped[k] = gpumem.MemHandle{}, false
+	}
+	e.span[i] = 0
+	e.nmapped -= int(n)
 	e.lower()
-	d.stats.ReservedBytes.Add(seg.pool.statType(), -int64(e.chunk))
+	d.stats.ReservedBytes.Add(seg.pool.statType(), -int64(size))
 	d.stats.NumDeviceFree++
-	d.recordLocked(gpumem.ActionSegmentUnmap, seg.stream.Handle, addr, e.chunk)
+	d.recordLocked(gpumem.ActionSegmentUnmap, seg.stream.Handle, addr, size)
 }
 
-// unmapRunLocked unmaps the mapped chunks [i, j) of seg in one call (an
-// unmap costs tens of microseconds on a GPU whatever its size), keeping
-// their physical memory for a mapping underway as unmapChunkLocked does;
-// if the call fails, chunk by chunk. It returns the chunks unmapped.
-// d.mu must be held.
+// unmapRunLocked unmaps the mapped chunks [i, j) of seg, whole physical
+// allocations from i, in one call (an unmap costs tens of microseconds on a
+// GPU whatever its size), keeping single chunks for a mapping underway as
+// unmapGroupLocked does; if the call fails, allocation by allocation. It
+// returns the chunks unmapped. d.mu must be held.
 func (d *device) unmapRunLocked(seg *segment, i, j uint64) uint64 {
 	e := seg.exp
-	if j-i == 1 || d.a.b.MemUnmap(seg.addr.Add(i*e.chunk), (j-i)*e.chunk) != nil {
+	if i+uint64(e.span[i]) == j || d.a.b.MemUnmap(seg.addr.Add(i*e.chunk), (j-i)*e.chunk) != nil {
 		var n uint64
-		for k := i; k < j; k++ {
-			if d.unmapChunkLocked(seg, k, true) {
-				n++
-			}
+		for k := i; k < j; {
+			next := k + uint64(e.span[k])
+			n += d.unmapGroupLocked(seg, k, true)
+			k = next
 		}
 		return n
 	}
-	for k := i; k < j; k++ {
-		d.forgetChunkLocked(seg, k, true)
+	for k := i; k < j; {
+		next := k + uint64(e.span[k])
+		d.forgetGroupLocked(seg, k, true)
+		k = next
 	}
 	return j - i
 }
@@ -471,8 +515,10 @@ func (d *device) releaseKeptLocked() {
 	d.kept, d.keepChunk = d.kept[:0], 0
 }
 
-// unmapFreeLocked unmaps up to limit bytes of chunks lying wholly inside free
-// blocks of seg. The caller has synchronized the device. d.mu must be held.
+// unmapFreeLocked unmaps up to limit bytes of physical allocations lying
+// wholly inside free blocks of seg (a little more where an allocation of
+// several chunks passes the limit). The caller has synchronized the device.
+// d.mu must be held.
 func (d *device) unmapFreeLocked(seg *segment, limit uint64) uint64 {
 	e := seg.exp
 	var freed uint64
@@ -482,19 +528,37 @@ func (d *device) unmapFreeLocked(seg *segment, limit uint64) uint64 {
 		}
 		first, end := e.chunksWithin(seg, b)
 		for i := first; i < end && freed < limit; {
-			if !e.mapped[i] {
+			n := e.wholeAt(i, end)
+			if n == 0 {
 				i++
 				continue
 			}
-			j := i + 1 // a run of mapped chunks, no longer than the limit needs
-			for j < end && e.mapped[j] && freed+(j-i)*e.chunk < limit {
-				j++
+			j := i + n // a run of whole allocations, no longer than the limit needs
+			for j < end && freed+(j-i)*e.chunk < limit {
+				k := e.wholeAt(j, end)
+				if k == 0 {
+					break
+				}
+				j += k
 			}
 			freed += d.unmapRunLocked(seg, i, j) * e.chunk
 			i = j
 		}
 	}
 	return freed
+}
+
+// wholeAt returns the length of the physical allocation that starts at
+// chunk i and ends at or before chunk end; 0 where none does (i unmapped,
+// or within an allocation, or its allocation passes end).
+func (e *expandable) wholeAt(i, end uint64) uint64 {
+	if !e.mapped[i] {
+		return 0
+	}
+	if n := uint64(e.span[i]); n > 0 && i+n <= end {
+		return n
+	}
+	return 0
 }
 
 // unmapForGrowthLocked unmaps free chunks of the device's expandable segments
@@ -542,8 +606,8 @@ func (d *device) unmapForGrowthLocked(need uint64) {
 	}
 }
 
-// hasFreeChunk reports whether a mapped chunk of seg lies wholly inside one
-// of its free blocks: whether unmapFreeLocked would find anything. It
+// hasFreeChunk reports whether a physical allocation of seg lies wholly
+// inside one of its free blocks: whether unmapFreeLocked would find anything. It
 // walks what unmapFreeLocked walks, without touching the device, so that
 // growth does not synchronize the device (a stall of every stream on a
 // busy GPU) when all of the mapped memory is in use, as it is on every
@@ -555,7 +619,7 @@ func (e *expandable) hasFreeChunk(seg *segment) bool {
 		}
 		first, end := e.chunksWithin(seg, b)
 		for i := first; i < end; i++ {
-			if e.mapped[i] {
+			if e.wholeAt(i, end) > 0 {
 				return true
 			}
 		}
@@ -748,6 +812,7 @@ func (e *expandable) ensure(k uint64) {
 	}
 	size := min(max(k, 2*have, 64), e.n)
 	e.handles, e.mapped, e.ghost = grown(e.handles, size), grown(e.mapped, size), grown(e.ghost, size)
+	e.span = grown(e.span, size)
 	if e.sleeping != nil {
 		e.sleeping = grown(e.sleeping, size)
 	}

@@ -40,7 +40,8 @@ func (d *device) ghostsAllowed(seg *segment) bool {
 }
 
 // freeChunks marks the chunks of seg that lie wholly inside its free blocks
-// and are mapped (below top): those a mapping may take. d.mu must be held.
+// and are mapped (below top), each a physical allocation of its own: those
+// a mapping may move. d.mu must be held.
 func (d *device) freeChunks(seg *segment) []bool {
 	e := seg.exp
 	free := scratch(&d.scratch, e.top)
@@ -50,7 +51,7 @@ func (d *device) freeChunks(seg *segment) []bool {
 		}
 		first, end := e.chunksWithin(seg, b)
 		for i := first; i < end; i++ {
-			free[i] = e.mapped[i]
+			free[i] = e.mapped[i] && e.span[i] == 1
 		}
 	}
 	return free
@@ -85,8 +86,8 @@ func (e *expandable) revivable(i uint64, free []bool) *ghostSet {
 // mapped, and the history says so. d.mu must be held.
 func (d *device) activateLocked(seg *segment, j, i uint64) {
 	e := seg.exp
-	e.mapped[j], e.ghost[j] = false, true
-	e.mapped[i], e.ghost[i] = true, false
+	e.mapped[j], e.ghost[j], e.span[j] = false, true, 0
+	e.mapped[i], e.ghost[i], e.span[i] = true, false, 1
 	e.made++
 	d.recordLocked(gpumem.ActionSegmentUnmap, seg.stream.Handle, seg.addr.Add(j*e.chunk), e.chunk)
 	d.recordLocked(gpumem.ActionSegmentMap, seg.stream.Handle, seg.addr.Add(i*e.chunk), e.chunk)

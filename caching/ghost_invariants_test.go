@@ -39,6 +39,9 @@ func checkGhosts(t testing.TB, seg *segment) {
 		t.Fatalf("segment %#x: top %d, highest mapped or ghost chunk %d", seg.addr, e.top, high)
 	}
 	for h, gs := range e.moved {
+		if e.span[gs.active] != 1 {
+			t.Fatalf("segment %#x: handle %v that moved spans %d chunks", seg.addr, h, e.span[gs.active])
+		}
 		if len(gs.slots) == 0 {
 			t.Fatalf("segment %#x: handle %v listed with no ghost", seg.addr, h)
 		}
@@ -50,5 +53,37 @@ func checkGhosts(t testing.TB, seg *segment) {
 				t.Fatalf("segment %#x: chunk %d listed as a ghost of %v is not one", seg.addr, i, h)
 			}
 		}
+	}
+}
+
+// checkAllocations checks an expandable segment's physical allocations
+// (expandable.span): every awake mapped chunk lies in exactly one
+// allocation, whose chunks are consecutive, mapped, hold its handle and
+// start where span says; no other chunk has a span.
+func checkAllocations(t testing.TB, seg *segment) {
+	t.Helper()
+	e := seg.exp
+	if len(e.span) != len(e.mapped) {
+		t.Fatalf("segment %#x: span table of %d chunks, mapped table of %d", seg.addr, len(e.span), len(e.mapped))
+	}
+	asleep := func(i int) bool { return e.sleeping != nil && e.sleeping[i] }
+	for i := 0; i < len(e.mapped); {
+		if !e.mapped[i] || asleep(i) {
+			if e.span[i] != 0 {
+				t.Fatalf("segment %#x: chunk %d is not mapped awake but spans %d", seg.addr, i, e.span[i])
+			}
+			i++
+			continue
+		}
+		n := int(e.span[i])
+		if n == 0 || i+n > len(e.mapped) {
+			t.Fatalf("segment %#x: mapped chunk %d starts no allocation (span %d)", seg.addr, i, n)
+		}
+		for k := i + 1; k < i+n; k++ {
+			if !e.mapped[k] || asleep(k) || e.span[k] != 0 || e.handles[k] != e.handles[i] {
+				t.Fatalf("segment %#x: chunk %d is not part of the allocation at %d of %d chunks", seg.addr, k, i, n)
+			}
+		}
+		i += n
 	}
 }

@@ -29,6 +29,7 @@ func checkInvariants(t testing.TB, a *Allocator) {
 				recount.Segment.Add(st, 1)
 				if seg.exp != nil {
 					checkGhosts(t, seg)
+					checkAllocations(t, seg)
 					recount.ReservedBytes.Add(st, int64(uint64(seg.exp.nmapped)*seg.exp.chunk))
 				} else {
 					recount.ReservedBytes.Add(st, int64(seg.size))

@@ -11,17 +11,18 @@ import (
 
 // Size constants of the allocator, PyTorch's.
 const (
-	MinBlockSize  = 512              // every block is a multiple of this
-	SmallSize     = 1 << 20          // requests up to this size come from the small pool
-	SmallBuffer   = 2 << 20          // size of a small-pool segment
-	LargeBuffer   = 20 << 20         // segment for large requests under MinLargeAlloc; the oversize reuse bound
-	MinLargeAlloc = 10 << 20         // requests from this size get a segment of their own size
-	RoundLarge    = 2 << 20          // large segments are multiples of this
-	maxRequest    = 1 << 62          // larger requests are invalid
-	maxChunk      = 1 << 40          // the largest expandable chunk: 1 TiB
-	maxDivisions  = 1 << 20          // the most roundup divisions of an interval (config's bound)
-	mb            = 1 << 20          // one MiB
-	numIntervals  = config.Intervals // power-of-two intervals of roundup_power2_divisions, from 1 MiB
+	MinBlockSize    = 512      // every block is a multiple of this
+	SmallSize       = 1 << 20  // requests up to this size come from the small pool
+	SmallBuffer     = 2 << 20  // size of a small-pool segment
+	LargeBuffer     = 20 << 20 // segment for large requests under MinLargeAlloc; the oversize reuse bound
+	MinLargeAlloc   = 10 << 20 // requests from this size get a segment of their own size
+	RoundLarge      = 2 << 20  // large segments are multiples of this
+	maxRequest      = 1 << 62  // larger requests are invalid
+	maxChunk        = 1 << 40  // the largest expandable chunk: 1 TiB
+	maxHandleChunks = config.MaxHandleChunks
+	maxDivisions    = 1 << 20          // the most roundup divisions of an interval (config's bound)
+	mb              = 1 << 20          // one MiB
+	numIntervals    = config.Intervals // power-of-two intervals of roundup_power2_divisions, from 1 MiB
 )
 
 // Upstream is where the allocator takes device memory for its regular
@@ -94,6 +95,21 @@ type Options struct {
 	// would raise reserved memory past its high-water mark.
 	// Configuration key expandable_slack.
 	ExpandableSlack float64
+	// ExpandableHandleChunks is the most chunks that one physical allocation
+	// of an expandable segment covers: a mapping that needs a run of
+	// consecutive unmapped chunks creates one allocation for up to this many
+	// of them, maps it with one call and grants access to it with one.
+	// What a mapping costs on a GPU is counted in allocations, not bytes
+	// (on an H200 a create, map and access grant of one allocation take
+	// about 60 µs from 2 MiB to 200 MiB, and each more allocation in the
+	// same grant about 40 µs more), so larger allocations make fewer and
+	// cheaper mappings. The price: an allocation is unmapped whole, so a
+	// free chunk gives its memory back only with the rest of its
+	// allocation, and only a chunk that is an allocation of its own moves
+	// (caching/doc.go, "Allocations of several chunks"). 0 or 1: one
+	// allocation a chunk, as PyTorch. Configuration key
+	// expandable_handle_chunks.
+	ExpandableHandleChunks int
 	// ExpandableSmallChunk and ExpandableLargeChunk are the mapping units of the
 	// small and large pools' expandable segments, rounded up to the device's
 	// granularity. 0: 2 MiB and 20 MiB, as PyTorch.
@@ -241,6 +257,9 @@ func (o *Options) validate() (table [numIntervals]int, err error) {
 	}
 	if f := o.ExpandableSlack; f < 0 || f > 1 || f != f {
 		return table, bad("expandable_slack", "%v must be in [0, 1]", f)
+	}
+	if n := o.ExpandableHandleChunks; n < 0 || n > maxHandleChunks {
+		return table, bad("expandable_handle_chunks", "%d is not in [0, %d]", n, maxHandleChunks)
 	}
 	if o.SegmentDivisor < 0 {
 		return table, bad("segment divisor", "%d is negative", o.SegmentDivisor)

@@ -21,6 +21,7 @@ func TestRandomInvariants(t *testing.T) {
 		{"growable", Options{GrowSegments: true, ReleaseBeforeGrow: true, CrossStreamReuse: true}},
 		{"max-split", Options{MaxSplitSize: 30 << 20, CrossStreamReuse: true, RoundupPower2Divisions: []Division{{UpToMB: 0, Divisions: 4}}}},
 		{"expandable", expandableOptions()},
+		{"expandable-handle-chunks", expandableHandleChunks(4)},
 		{"gc-fraction", Options{GarbageCollectionThreshold: 0.6, PerProcessMemoryFraction: 0.9, ReleaseBeforeGrow: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -370,11 +370,11 @@ func (d *device) closeLocked() error {
 			}
 			d.dropGhostEventLocked(seg) // destroyed with the cache below
 			for i, m := range e.mapped {
-				if !m || (e.sleeping != nil && e.sleeping[i]) {
-					continue // never mapped, or released by Sleep
+				if !m || (e.sleeping != nil && e.sleeping[i]) || e.span[i] == 0 {
+					continue // never mapped, released by Sleep, or not an allocation's first chunk
 				}
 				addr := seg.addr.Add(uint64(i) * e.chunk)
-				if err := d.a.b.MemUnmap(addr, e.chunk); err != nil {
+				if err := d.a.b.MemUnmap(addr, uint64(e.span[i])*e.chunk); err != nil {
 					errs = append(errs, fmt.Errorf("caching: unmapping %#x: %w", uintptr(addr), err))
 				}
 				if err := d.releaseHandleLocked(e.handles[i]); err != nil {

@@ -437,17 +437,22 @@ func (d *device) releaseMappedLocked(segs []*segment) (uint64, error) {
 			for j < n && e.mapped[j] && !e.sleeping[j] {
 				j++
 			}
+			// A run of mapped chunks is whole physical allocations.
 			if err := d.a.b.MemUnmap(seg.addr.Add(i*e.chunk), (j-i)*e.chunk); err != nil {
-				// One chunk at a time, so that what was unmapped is known.
-				for k := i; k < j; k++ {
-					if err := d.a.b.MemUnmap(seg.addr.Add(k*e.chunk), e.chunk); err != nil {
+				// One allocation at a time, so that what was unmapped is known.
+				for k := i; k < j; {
+					n := uint64(e.span[k])
+					if err := d.a.b.MemUnmap(seg.addr.Add(k*e.chunk), n*e.chunk); err != nil {
 						return released, fmt.Errorf("unmapping %#x: %w", uintptr(seg.addr.Add(k*e.chunk)), err)
 					}
-					released += d.sleepChunkLocked(seg, k)
+					released += d.sleepGroupLocked(seg, k)
+					k += n
 				}
 			} else {
-				for k := i; k < j; k++ {
-					released += d.sleepChunkLocked(seg, k)
+				for k := i; k < j; {
+					n := uint64(e.span[k])
+					released += d.sleepGroupLocked(seg, k)
+					k += n
 				}
 			}
 			d.recordLocked(gpumem.ActionSegmentUnmap, seg.stream.Handle, seg.addr.Add(i*e.chunk), (j-i)*e.chunk)
@@ -457,14 +462,19 @@ func (d *device) releaseMappedLocked(segs []*segment) (uint64, error) {
 	return released, nil
 }
 
-// sleepChunkLocked releases the physical memory of unmapped chunk i of seg
-// and marks it sleeping; it returns the chunk's size. d.mu must be held.
-func (d *device) sleepChunkLocked(seg *segment, i uint64) uint64 {
+// sleepGroupLocked releases the unmapped physical allocation whose first
+// chunk of seg is i and marks its chunks sleeping; it returns their size.
+// d.mu must be held.
+func (d *device) sleepGroupLocked(seg *segment, i uint64) uint64 {
 	e := seg.exp
+	n := uint64(e.span[i])
 	if err := d.a.b.MemRelease(e.handles[i]); err != nil {
 		d.a.logf("caching: releasing physical memory at %#x failed: %v", uintptr(seg.addr.Add(i*e.chunk)), err)
 	}
-	e.handles[i], e.sleeping[i] = gpumem.MemHandle{}, true
-	d.stats.AsleepBytes += int64(e.chunk)
-	return e.chunk
+	for k := i; k < i+n; k++ {
+		e.handles[k], e.sleeping[k] = gpumem.MemHandle{}, true
+	}
+	e.span[i] = 0
+	d.stats.AsleepBytes += int64(n * e.chunk)
+	return n * e.chunk
 }

@@ -76,6 +76,12 @@ func fillSleepWorkload(t *testing.T, g *sim.GPU, a *Allocator, ss []gpumem.Strea
 
 func newSleepSim(t *testing.T, capacity uint64) (*sim.GPU, *Allocator, []gpumem.Stream) {
 	t.Helper()
+	return newSleepSimWith(t, capacity, expandableOptions())
+}
+
+// newSleepSimWith is newSleepSim with the allocator's options o.
+func newSleepSimWith(t *testing.T, capacity uint64, o Options) (*sim.GPU, *Allocator, []gpumem.Stream) {
+	t.Helper()
 	g := simtest.New(t, sim.Config{Devices: []sim.DeviceConfig{{Capacity: capacity}}, NoStacks: !testing.Verbose()})
 	var ss []gpumem.Stream
 	for i := 0; i < 3; i++ {
@@ -86,7 +92,7 @@ func newSleepSim(t *testing.T, capacity uint64) (*sim.GPU, *Allocator, []gpumem.
 		ss = append(ss, s)
 		t.Cleanup(func() { _ = g.StreamDestroy(s) })
 	}
-	a, err := New(g, expandableOptions())
+	a, err := New(g, o)
 	if err != nil {
 		t.Fatal(err)
 	}

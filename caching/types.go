@@ -147,12 +147,13 @@ type device struct {
 	streamEvents map[uintptr]gpumem.Event // for cross-stream reuse
 	captures     []capture
 
-	expOn     bool
-	expReason string
-	growOn    bool // growable segments on
-	gran      uint64
-	keepChunk uint64             // while a mapping runs: the chunk size whose unmapped handles it reuses
-	kept      []gpumem.MemHandle // handles unmapped for that mapping, not yet reused
+	expOn        bool
+	expReason    string
+	growOn       bool // growable segments on
+	gran         uint64
+	keepChunk    uint64             // while a mapping runs: the chunk size whose unmapped handles it reuses
+	handleChunks uint64             // the most chunks of an expandable segment one physical allocation covers (at least 1)
+	kept         []gpumem.MemHandle // handles unmapped for that mapping, not yet reused
 	// orphans are physical allocations and virtual ranges whose release
 	// the device refused: retried by EmptyCache and Close (orphans.go).
 	orphans      []gpumem.MemHandle

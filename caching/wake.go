@@ -138,7 +138,7 @@ func (d *device) mapSleepingLocked(segs []*segment, done *[]chunkRef) error {
 					_ = d.a.b.MemRelease(h)
 					return fmt.Errorf("mapping %#x: %w", uintptr(addr), err)
 				}
-				e.handles[j], e.sleeping[j] = h, false
+				e.handles[j], e.sleeping[j], e.span[j] = h, false, 1
 				d.stats.AsleepBytes -= int64(e.chunk)
 				*done = append(*done, chunkRef{seg, j})
 			}
@@ -164,7 +164,7 @@ func (d *device) unmapWokenLocked(done []chunkRef) {
 			d.a.logf("caching: unmapping %#x while undoing a wake: %v", uintptr(addr), err)
 			continue
 		}
-		d.sleepChunkLocked(c.seg, c.i)
+		d.sleepGroupLocked(c.seg, c.i) // a chunk of its own
 	}
 }
 

@@ -20,6 +20,7 @@
 //	capture_check                 tracked | every_call | hooks, for asyncpool (default: tracked)
 //	expandable_placement          mapped_first | best_fit, for caching with expandable segments (default: best_fit)
 //	expandable_slack              0 <= f <= 1, for caching with expandable segments (default: 0.03)
+//	expandable_handle_chunks      1 <= n <= 65536, for caching with expandable segments (default: 1)
 //
 // roundup_power2_divisions follows PyTorch: a single N (a power of two) rounds
 // every size above 1 MiB up to one of N steps between consecutive powers of
@@ -59,6 +60,10 @@ const MinMaxSplitSizeMB = 20
 // two powers of two would be finer than the 512-byte rounding anyway.
 const maxDivisions = 1 << 20
 
+// MaxHandleChunks is the largest expandable_handle_chunks: the most chunks
+// that one physical allocation of an expandable segment may cover.
+const MaxHandleChunks = 1 << 16
+
 // Division is one interval of roundup_power2_divisions.
 type Division struct {
 	// UpToMB is the interval's key: a power-of-two size in MiB. Sizes from
@@ -83,6 +88,7 @@ type Conf struct {
 	CaptureCheck               string   // "" = the allocator's default; "tracked", "every_call" or "hooks"
 	ExpandablePlacement        string   // "" = the allocator's default; "mapped_first" or "best_fit"
 	ExpandableSlack            *float64 // nil = the allocator's default; 0 <= f <= 1
+	ExpandableHandleChunks     int      // 0 = the allocator's default; 1 <= n <= MaxHandleChunks
 	Raw                        string   // the string parsed, as given
 }
 
@@ -301,7 +307,7 @@ func (c Conf) Equal(o Conf) bool {
 		c.ExpandableSegments != o.ExpandableSegments ||
 		c.PerProcessMemoryFraction != o.PerProcessMemoryFraction ||
 		c.ThrottleRatio != o.ThrottleRatio || c.CaptureCheck != o.CaptureCheck ||
-		c.ExpandablePlacement != o.ExpandablePlacement {
+		c.ExpandablePlacement != o.ExpandablePlacement || c.ExpandableHandleChunks != o.ExpandableHandleChunks {
 		return false
 	}
 	if (c.ExpandableSlack == nil) != (o.ExpandableSlack == nil) ||

@@ -193,6 +193,22 @@ var keyTable = []Key{
 			}
 			return formatFloat(*c.ExpandableSlack), true
 		}},
+	{Name: "expandable_handle_chunks", Allocators: []string{BackendCaching},
+		Doc: "1 <= n <= 65536, for caching with expandable segments (default: 1)",
+		set: func(c *Conf, v string) error {
+			n, err := parseUint(v)
+			if err != nil {
+				return err
+			}
+			if n < 1 || n > MaxHandleChunks {
+				return fmt.Errorf("must be at least 1 and at most %d", MaxHandleChunks)
+			}
+			c.ExpandableHandleChunks = int(n)
+			return nil
+		},
+		get: func(c Conf) (string, bool) {
+			return strconv.Itoa(c.ExpandableHandleChunks), c.ExpandableHandleChunks != 0
+		}},
 }
 
 // parseFloatIn parses v as parseFloat does and checks it with ok: a value

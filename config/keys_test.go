@@ -54,7 +54,7 @@ func TestCheckFor(t *testing.T) {
 func TestKeyTable(t *testing.T) {
 	full := "backend:caching,max_split_size_mb:64,roundup_power2_divisions:[256:1,>:8]," +
 		"garbage_collection_threshold:0.5,expandable_segments:True,per_process_memory_fraction:0.5," +
-		"release_threshold_mb:3,throttle_ratio:0.25,capture_check:hooks,expandable_placement:best_fit,expandable_slack:0.03"
+		"release_threshold_mb:3,throttle_ratio:0.25,capture_check:hooks,expandable_placement:best_fit,expandable_slack:0.03,expandable_handle_chunks:8"
 	c, err := Parse(full)
 	if err != nil {
 		t.Fatal(err)
