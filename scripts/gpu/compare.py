@@ -135,11 +135,20 @@ def placement(d):
     """The table of run.sh placement: PyTorch's expandable segments against
     gpumem's under both expandable_placement values, per trace."""
     runs = load(d)
-    print("| trace | PyTorch expandable | mapped_first | best_fit | mapped_first time / PyTorch | best_fit time / PyTorch |"
-          " device allocs: PyTorch, mapped_first, best_fit |")
+    # The two gpumem configurations run (MF_CONF and BF_CONF), by key.
+    keys = sorted({k[1] for k in runs if k[1].startswith("caching-exp")})
+    if len(keys) < 2:
+        print("placement: fewer than two expandable configurations in %s" % d)
+        return
+    ms, bs = keys[:2]
+    if "caching-exp-mapped_first" in keys:
+        ms, bs = "caching-exp-mapped_first", "caching-exp"
+    mn, bn = ms.replace("caching-exp", "expandable"), bs.replace("caching-exp", "expandable")
+    print("| trace | PyTorch expandable | %s | %s | %s time / PyTorch | %s time / PyTorch |"
+          " device allocs: PyTorch, %s, %s |" % (mn, bn, mn, bn, mn, bn))
     print("|---|---|---|---|---|---|---|")
     for tr in sorted({k[0] for k in runs}):
-        p, m, b = (runs.get((tr, w), []) for w in ("torch-exp", "caching-exp-mapped_first", "caching-exp"))
+        p, m, b = (runs.get((tr, w), []) for w in ("torch-exp", ms, bs))
         if not (p and m and b):
             continue
         fl = m[0]["peak_requested"]
@@ -202,10 +211,13 @@ def poolpair(path):
 def conf_suffix(conf):
     """The key suffix of a configuration: -exp for expandable segments
     (best-fit placement, the default), -exp-mapped_first with
-    expandable_placement:mapped_first."""
+    expandable_placement:mapped_first, then -hcN with
+    expandable_handle_chunks:N."""
     if "expandable" not in conf:
         return ""
-    return "-exp-mapped_first" if "mapped_first" in conf else "-exp"
+    suffix = "-exp-mapped_first" if "mapped_first" in conf else "-exp"
+    m = re.search(r"expandable_handle_chunks:(\d+)", conf)
+    return suffix + ("-hc" + m.group(1) if m else "")
 
 
 def load(d):
