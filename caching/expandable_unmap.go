@@ -64,14 +64,14 @@ func (d *device) unmapRunLocked(seg *segment, i, j uint64) uint64 {
 	if i+uint64(e.span[i]) == j || d.a.b.MemUnmap(seg.addr.Add(i*e.chunk), (j-i)*e.chunk) != nil {
 		var n uint64
 		for k := i; k < j; {
-			next := k + uint64(e.span[k])
+			next := k + e.spanAt(k)
 			n += d.unmapGroupLocked(seg, k, true)
 			k = next
 		}
 		return n
 	}
 	for k := i; k < j; {
-		next := k + uint64(e.span[k])
+		next := k + e.spanAt(k)
 		d.forgetGroupLocked(seg, k, true)
 		k = next
 	}
@@ -206,4 +206,10 @@ func (e *expandable) hasFreeChunk(seg *segment) bool {
 func (e *expandable) chunksWithin(seg *segment, b *block) (first, end uint64) {
 	off := uint64(b.addr - seg.addr)
 	return (off + e.chunk - 1) / e.chunk, min((off+b.size)/e.chunk, e.top)
+}
+
+// spanAt is the length of the allocation that starts at chunk k, at least
+// one: a loop over a run of allocations advances by it and cannot stall.
+func (e *expandable) spanAt(k uint64) uint64 {
+	return max(uint64(e.span[k]), 1)
 }

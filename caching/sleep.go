@@ -441,7 +441,7 @@ func (d *device) releaseMappedLocked(segs []*segment) (uint64, error) {
 			if err := d.a.b.MemUnmap(seg.addr.Add(i*e.chunk), (j-i)*e.chunk); err != nil {
 				// One allocation at a time, so that what was unmapped is known.
 				for k := i; k < j; {
-					n := uint64(e.span[k])
+					n := e.spanAt(k)
 					if err := d.a.b.MemUnmap(seg.addr.Add(k*e.chunk), n*e.chunk); err != nil {
 						return released, fmt.Errorf("unmapping %#x: %w", uintptr(seg.addr.Add(k*e.chunk)), err)
 					}
@@ -450,7 +450,7 @@ func (d *device) releaseMappedLocked(segs []*segment) (uint64, error) {
 				}
 			} else {
 				for k := i; k < j; {
-					n := uint64(e.span[k])
+					n := e.spanAt(k)
 					released += d.sleepGroupLocked(seg, k)
 					k += n
 				}
@@ -467,7 +467,7 @@ func (d *device) releaseMappedLocked(segs []*segment) (uint64, error) {
 // d.mu must be held.
 func (d *device) sleepGroupLocked(seg *segment, i uint64) uint64 {
 	e := seg.exp
-	n := uint64(e.span[i])
+	n := e.spanAt(i)
 	if err := d.a.b.MemRelease(e.handles[i]); err != nil {
 		d.a.logf("caching: releasing physical memory at %#x failed: %v", uintptr(seg.addr.Add(i*e.chunk)), err)
 	}
