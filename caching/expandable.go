@@ -24,7 +24,7 @@ type expandable struct {
 	// span is, for the first chunk of each physical allocation mapped
 	// (Options.ExpandableHandleChunks), the number of chunks it covers; 0
 	// for the other chunks. handles holds the allocation at each of its
-	// chunks. An allocation is unmapped whole (groupAt).
+	// chunks. An allocation is unmapped whole (expandable_unmap.go).
 	span []uint32
 	// top is one past the highest mapped or ghost chunk: scans for mapped chunks
 	// stop there instead of running to the end of the range (twice the

@@ -61,21 +61,19 @@ func (d *device) forgetGroupLocked(seg *segment, i uint64, keep bool) {
 // returns the chunks unmapped. d.mu must be held.
 func (d *device) unmapRunLocked(seg *segment, i, j uint64) uint64 {
 	e := seg.exp
-	if i+uint64(e.span[i]) == j || d.a.b.MemUnmap(seg.addr.Add(i*e.chunk), (j-i)*e.chunk) != nil {
-		var n uint64
-		for k := i; k < j; {
-			next := k + e.spanAt(k)
-			n += d.unmapGroupLocked(seg, k, true)
-			k = next
-		}
-		return n
-	}
+	whole := i+e.spanAt(i) != j && d.a.b.MemUnmap(seg.addr.Add(i*e.chunk), (j-i)*e.chunk) == nil
+	var n uint64
 	for k := i; k < j; {
 		next := k + e.spanAt(k)
-		d.forgetGroupLocked(seg, k, true)
+		if whole {
+			d.forgetGroupLocked(seg, k, true)
+			n += next - k
+		} else {
+			n += d.unmapGroupLocked(seg, k, true)
+		}
 		k = next
 	}
-	return j - i
+	return n
 }
 
 // releaseKeptLocked releases the physical memory that a mapping kept but did not

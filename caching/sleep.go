@@ -437,23 +437,19 @@ func (d *device) releaseMappedLocked(segs []*segment) (uint64, error) {
 			for j < n && e.mapped[j] && !e.sleeping[j] {
 				j++
 			}
-			// A run of mapped chunks is whole physical allocations.
-			if err := d.a.b.MemUnmap(seg.addr.Add(i*e.chunk), (j-i)*e.chunk); err != nil {
-				// One allocation at a time, so that what was unmapped is known.
-				for k := i; k < j; {
-					n := e.spanAt(k)
+			// A run of mapped chunks is whole physical allocations; should
+			// the run not unmap in one call, one allocation at a time, so
+			// that what was unmapped is known.
+			whole := d.a.b.MemUnmap(seg.addr.Add(i*e.chunk), (j-i)*e.chunk) == nil
+			for k := i; k < j; {
+				n := e.spanAt(k)
+				if !whole {
 					if err := d.a.b.MemUnmap(seg.addr.Add(k*e.chunk), n*e.chunk); err != nil {
 						return released, fmt.Errorf("unmapping %#x: %w", uintptr(seg.addr.Add(k*e.chunk)), err)
 					}
-					released += d.sleepGroupLocked(seg, k)
-					k += n
 				}
-			} else {
-				for k := i; k < j; {
-					n := e.spanAt(k)
-					released += d.sleepGroupLocked(seg, k)
-					k += n
-				}
+				released += d.sleepGroupLocked(seg, k)
+				k += n
 			}
 			d.recordLocked(gpumem.ActionSegmentUnmap, seg.stream.Handle, seg.addr.Add(i*e.chunk), (j-i)*e.chunk)
 			i = j

@@ -1,7 +1,6 @@
 package caching
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -86,11 +85,7 @@ func TestSleepWakeFaults(t *testing.T) {
 				if !x.keep {
 					continue
 				}
-				got := make([]byte, len(x.data))
-				if err := g.CopyFromDevice(got, x.p); err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(got, x.data) {
+				if !holds(t, g, x.p, x.data) {
 					t.Fatalf("kept allocation %d changed", i)
 				}
 			}

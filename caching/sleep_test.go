@@ -100,6 +100,16 @@ func newSleepSimWith(t *testing.T, capacity uint64, o Options) (*sim.GPU, *Alloc
 	return g, a, ss
 }
 
+// holds reports whether the device memory at p holds data.
+func holds(t *testing.T, g *sim.GPU, p gpumem.Ptr, data []byte) bool {
+	t.Helper()
+	got := make([]byte, len(data))
+	if err := g.CopyFromDevice(got, p); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Equal(got, data)
+}
+
 func usedBytes(t *testing.T, g *sim.GPU) uint64 {
 	t.Helper()
 	free, total, err := g.MemInfo(0)
@@ -196,11 +206,7 @@ func TestSleepWakeKeepsContents(t *testing.T) {
 	}
 	notRestored := 0
 	for i, x := range allocs {
-		got := make([]byte, len(x.data))
-		if err := g.CopyFromDevice(got, x.p); err != nil {
-			t.Fatal(err)
-		}
-		same := bytes.Equal(got, x.data)
+		same := holds(t, g, x.p, x.data)
 		if x.keep && !same {
 			t.Fatalf("kept allocation %d at %#x (%d bytes) changed across Sleep and Wake", i, uintptr(x.p), len(x.data))
 		}
@@ -255,11 +261,7 @@ func TestSleepWakeCycles(t *testing.T) {
 		if err := a.Wake(ctx); err != nil {
 			t.Fatal(err)
 		}
-		got := make([]byte, len(data))
-		if err := g.CopyFromDevice(got, p); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, data) {
+		if !holds(t, g, p, data) {
 			t.Fatalf("cycle %d: contents changed", cycle)
 		}
 	}

@@ -174,17 +174,27 @@ def bench_runs(path, bench):
     return v
 
 
+def bench_table(path, bench, name, header):
+    """bench_runs of bench in the file at path, with the header of a
+    four-column table printed; None, saying so, where it has no figures."""
+    v = bench_runs(path, bench)
+    if not v:
+        print("%s: no figures (see %s)" % (name, os.path.basename(path)))
+        return None
+    print(header)
+    print("| --- | --- | --- | --- |")
+    return v
+
+
 def transition(path):
     """run.sh transition's table of BenchmarkTransition."""
-    v = bench_runs(path, "Transition")
-    if not v:
-        print("transition: no figures (see transition.txt)")
-        return
     # The host's cores run the loop in two states (about 55 and about 90 ns
     # for the same pair): the fastest run is each variant's cost, the
     # median says how often the slow state came.
-    print("| set current + cuCtxGetCurrent | ns per call, fastest | median | runs |")
-    print("| --- | --- | --- | --- |")
+    v = bench_table(path, "Transition", "transition",
+                    "| set current + cuCtxGetCurrent | ns per call, fastest | median | runs |")
+    if v is None:
+        return
     for k in ("C", "gpumem", "ccall-alone", "cgo-one-call", "cgo-two-calls", "ccall-get-only", "cgo-get-only"):
         if k in v:
             print(f"| {k} | {min(v[k]):.1f} | {statistics.median(v[k]):.1f} | {len(v[k])} |")
@@ -192,15 +202,13 @@ def transition(path):
 
 def poolpair(path):
     """run.sh transition's table of BenchmarkPoolPair."""
-    v = bench_runs(path, "PoolPair")
-    if not v:
-        print("pool pair: no figures (see poolpair.txt)")
-        return
     # The driver's pair runs at two speeds from run to run (about 690 and
     # 1150 ns on the H200): each way's runs within 1.3x of its fastest are
     # its fast state.
-    print("| pool pair, 1 MiB | ns per pair, fastest | median, fast state (runs) | median, all runs |")
-    print("| --- | --- | --- | --- |")
+    v = bench_table(path, "PoolPair", "pool pair",
+                    "| pool pair, 1 MiB | ns per pair, fastest | median, fast state (runs) | median, all runs |")
+    if v is None:
+        return
     for k in ("C", "cgo-one-call", "ccall-two", "backend"):
         if k not in v:
             continue
