@@ -359,7 +359,9 @@ func (d *device) streamLocked() (gpumem.Stream, error) {
 // the buffer is dropped and the device is as it was. d.mu must be held.
 func (d *device) saveLocked(runs []savedRun, n uint64) (time.Duration, error) {
 	if d.sleep.hostSize < n {
-		d.freeHostLocked()
+		if err := d.freeHostLocked(); err != nil {
+			return 0, fmt.Errorf("caching: sleeping device %d: a larger pinned buffer is needed: %w", d.id, err)
+		}
 		h, err := d.a.b.MallocHost(n)
 		if err != nil {
 			return 0, fmt.Errorf("caching: sleeping device %d: %s of pinned host memory for the kept allocations: %w",
@@ -389,22 +391,30 @@ func (d *device) saveLocked(runs []savedRun, n uint64) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
-// freeHostLocked frees the pinned host buffer. d.mu must be held.
-func (d *device) freeHostLocked() {
+// freeHostLocked frees the pinned host buffer. A buffer the device refuses
+// to free is kept, as if Options.KeepSleepBuffer asked for it: the next
+// Sleep reuses it or tries again, and so does Close. d.mu must be held.
+func (d *device) freeHostLocked() error {
 	if d.sleep.host == 0 {
-		return
+		return nil
 	}
 	if err := d.a.b.FreeHost(d.sleep.host); err != nil {
-		d.a.logf("caching: freeing the pinned host buffer of device %d: %v", d.id, err)
+		return fmt.Errorf("caching: freeing the pinned host buffer of device %d (%s, kept and tried again): %w",
+			d.id, gpumem.FormatBytes(d.sleep.hostSize), err)
 	}
 	d.sleep.host, d.sleep.hostSize = 0, 0
+	return nil
 }
 
 // dropHostLocked frees the pinned host buffer unless Options.KeepSleepBuffer
-// keeps it for the next Sleep. d.mu must be held.
+// keeps it for the next Sleep; a refused free is logged (the buffer stays).
+// d.mu must be held.
 func (d *device) dropHostLocked() {
-	if !d.a.opts.KeepSleepBuffer {
-		d.freeHostLocked()
+	if d.a.opts.KeepSleepBuffer {
+		return
+	}
+	if err := d.freeHostLocked(); err != nil {
+		d.a.logf("%v", err)
 	}
 }
 

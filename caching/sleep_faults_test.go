@@ -262,3 +262,69 @@ func faultRig(t *testing.T, manual, expandable bool) (*sim.GPU, gpumem.Stream, *
 	}
 	return g, s, a
 }
+
+// TestRefusedSleepBufferFreeIsKept: a pinned save buffer the driver refuses
+// to free after Wake is kept, not forgotten: the next Sleep reuses it
+// without pinning more, and a later free (here at Close) gives it back, so
+// nothing leaks (the simulator's leak check at cleanup).
+func TestRefusedSleepBufferFreeIsKept(t *testing.T) {
+	ctx := context.Background()
+	g, a, ss := newSleepSim(t, 1<<30)
+	allocs := fillSleepWorkload(t, g, a, ss, 30, 5, false)
+	if err := a.Sleep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.InjectFault("FreeHost", 1, nil)
+	if err := a.Wake(ctx); err != nil {
+		t.Fatalf("Wake with the buffer's free refused: %v (the wake itself succeeded)", err)
+	}
+	g.ClearFaults()
+	pinned := g.Calls("MallocHost")
+	if err := a.Sleep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.Calls("MallocHost") - pinned; n != 0 {
+		t.Errorf("the second Sleep pinned %d more buffers instead of reusing the kept one", n)
+	}
+	if err := a.Wake(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range allocs {
+		if x.keep && !holds(t, g, x.p, x.data) {
+			t.Fatalf("kept allocation %d changed", i)
+		}
+	}
+}
+
+// TestRefusedSleepBufferFreeAtClose: Close reports a save buffer it could
+// not free.
+func TestRefusedSleepBufferFreeAtClose(t *testing.T) {
+	ctx := context.Background()
+	o := expandableOptions()
+	o.KeepSleepBuffer = true
+	g, a, ss := newSleepSimWith(t, 1<<30, o)
+	fillSleepWorkload(t, g, a, ss, 10, 6, false)
+	if err := a.Sleep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Wake(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.InjectFault("FreeHost", 1, nil)
+	err := a.Close()
+	g.ClearFaults()
+	if err == nil {
+		t.Error("Close with the save buffer's free refused = nil, want the error")
+	}
+	if n := g.Calls("FreeHost"); n != 1 {
+		t.Errorf("%d FreeHost calls, want the one refused", n)
+	}
+	// The buffer is still known: free it, or the leak check fails.
+	h := a.devs[0].sleep.host
+	if h == 0 {
+		t.Fatal("the refused buffer was forgotten")
+	}
+	if err := g.FreeHost(h); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -197,13 +197,13 @@ func (d *device) restoreLocked() (time.Duration, uint64, error) {
 // closeSleepLocked frees what sleeping holds beyond the segments: the
 // pinned host buffer and the copies' stream. d.mu must be held.
 func (d *device) closeSleepLocked() error {
-	d.freeHostLocked()
+	err := d.freeHostLocked()
 	d.sleep.runs, d.asleep = nil, false
 	if d.sleep.hasStream {
 		d.sleep.hasStream = false
-		if err := d.a.b.StreamDestroy(d.sleep.stream); err != nil {
-			return fmt.Errorf("caching: destroying the stream of sleep copies: %w", err)
+		if serr := d.a.b.StreamDestroy(d.sleep.stream); serr != nil {
+			err = errors.Join(err, fmt.Errorf("caching: destroying the stream of sleep copies: %w", serr))
 		}
 	}
-	return nil
+	return err
 }

@@ -192,6 +192,10 @@ func (b *Buffer) Free() error {
 }
 
 // freeDevice gives device memory back on the copy stream, after the fences.
+// A fence the copy stream cannot be ordered after is waited for on the host
+// instead, so that the memory is given back now rather than held to Close;
+// only when that wait fails too is the memory kept (the resource frees it at
+// Close) and the error returned.
 func (m *Manager) freeDevice(p gpumem.Ptr, waits []gpumem.Event) error {
 	cs, err := m.mv.copyStream()
 	if err != nil {
@@ -199,7 +203,9 @@ func (m *Manager) freeDevice(p gpumem.Ptr, waits []gpumem.Event) error {
 	}
 	for _, ev := range waits {
 		if err := m.b.StreamWaitEvent(cs, ev); err != nil {
-			return fmt.Errorf("order free after last use: %w", err)
+			if serr := m.b.EventSynchronize(ev); serr != nil {
+				return fmt.Errorf("order free after last use: %w (waiting on the host: %w)", err, serr)
+			}
 		}
 	}
 	return m.res.Deallocate(p, cs)

@@ -110,34 +110,49 @@ func (a *hostArena) alloc(size uint64) (hostBlock, error) {
 		}
 		a.growing += grow
 		a.mu.Unlock()
-		var errs []error
-		for _, s := range drop {
-			if err := a.b.FreeHost(s.ptr); err != nil {
-				errs = append(errs, err)
-			}
+		if kept, err := a.freeSlabs(drop); err != nil {
+			// The room was not made: the slabs refused stay in the arena
+			// (empty, pinned, reusable) and nothing new is pinned.
+			a.mu.Lock()
+			a.growing -= grow
+			a.restoreLocked(kept)
+			a.mu.Unlock()
+			return hostBlock{}, fmt.Errorf("deferrable: host arena: give back an empty slab: %w", err)
 		}
 		p, err := a.b.MallocHost(grow)
 		a.mu.Lock()
 		a.growing -= grow
 		if err == nil && a.closed {
 			a.mu.Unlock()
-			a.b.FreeHost(p)
+			if ferr := a.b.FreeHost(p); ferr != nil {
+				return hostBlock{}, fmt.Errorf("deferrable: host arena: %w (freeing a slab pinned during Close: %w)", gpumem.ErrClosed, ferr)
+			}
 			return hostBlock{}, fmt.Errorf("deferrable: host arena: %w", gpumem.ErrClosed)
 		}
 		if err != nil {
 			a.mu.Unlock()
-			errs = append(errs, err)
-			return hostBlock{}, fmt.Errorf("deferrable: host arena: pin %s: %w", gpumem.FormatBytes(grow), errors.Join(errs...))
+			return hostBlock{}, fmt.Errorf("deferrable: host arena: pin %s: %w", gpumem.FormatBytes(grow), err)
 		}
 		s := newSlab(p, grow, pinnedView(a.b, p, grow))
 		a.slabs = append(a.slabs, s)
 		a.total += grow
 		a.peak = max(a.peak, a.total)
 		a.mu.Unlock()
-		if len(errs) > 0 {
-			return hostBlock{}, fmt.Errorf("deferrable: host arena: give back an empty slab: %w", errors.Join(errs...))
+	}
+}
+
+// freeSlabs gives slabs back to the backend, with mu not held, and returns
+// those it refused (still pinned) with the errors.
+func (a *hostArena) freeSlabs(ss []*slab) ([]*slab, error) {
+	var kept []*slab
+	var errs []error
+	for _, s := range ss {
+		if err := a.b.FreeHost(s.ptr); err != nil {
+			kept = append(kept, s)
+			errs = append(errs, err)
 		}
 	}
+	return kept, errors.Join(errs...)
 }
 
 // bestFitLocked carves need bytes from the smallest free extent of any slab
@@ -190,6 +205,9 @@ func (a *hostArena) removeLocked(s *slab) {
 	}
 }
 
+// restoreLocked puts slabs taken out back into the arena: those trim, a
+// growth or close could not give back stay counted, and a later trim or
+// growth tries again.
 func (a *hostArena) restoreLocked(ss []*slab) {
 	for _, s := range ss {
 		a.slabs = append(a.slabs, s)
@@ -212,16 +230,19 @@ func (a *hostArena) trim() (uint64, error) {
 	a.mu.Lock()
 	drop := a.takeEmptyLocked(^uint64(0))
 	a.mu.Unlock()
+	kept, err := a.freeSlabs(drop)
 	var n uint64
-	var errs []error
 	for _, s := range drop {
 		n += s.size
-		if err := a.b.FreeHost(s.ptr); err != nil {
-			errs = append(errs, err)
-		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return n, fmt.Errorf("deferrable: host arena: trim: %w", err)
+	for _, s := range kept {
+		n -= s.size
+	}
+	if err != nil {
+		a.mu.Lock()
+		a.restoreLocked(kept)
+		a.mu.Unlock()
+		return n, fmt.Errorf("deferrable: host arena: trim (%d slabs kept pinned): %w", len(kept), err)
 	}
 	return n, nil
 }
@@ -240,13 +261,11 @@ func (a *hostArena) close() error {
 	slabs := a.slabs
 	a.slabs, a.total = nil, 0
 	a.mu.Unlock()
-	var errs []error
-	for _, s := range slabs {
-		if err := a.b.FreeHost(s.ptr); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if kept, err := a.freeSlabs(slabs); err != nil {
+		// Still pinned: counted, so that the statistics say so.
+		a.mu.Lock()
+		a.restoreLocked(kept)
+		a.mu.Unlock()
 		return fmt.Errorf("deferrable: host arena: close: %w", err)
 	}
 	return nil

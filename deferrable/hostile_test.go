@@ -172,3 +172,141 @@ func TestFailedDeviceFreeFreedAtClose(t *testing.T) {
 		checkLeaks(t, g)
 	}
 }
+
+// TestFreeOrderedOnTheHostWhenTheStreamCannotWait: when the copy stream
+// cannot be ordered after a buffer's last use (StreamWaitEvent refused),
+// Free waits for that use on the host and gives the memory back at once;
+// when the host wait fails too, Free says so and the memory is kept for
+// Close.
+func TestFreeOrderedOnTheHostWhenTheStreamCannotWait(t *testing.T) {
+	for _, hostFails := range []bool{false, true} {
+		g := newSim(t, 1<<30, false)
+		s := newStream(t, g)
+		m := newManager(t, g, deferrable.Options{})
+		before, _, err := g.MemInfo(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := m.Alloc(4<<20, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.AcquireAsync(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.ReleaseAsync(s); err != nil { // leaves a fence on s
+			t.Fatal(err)
+		}
+		g.InjectFault("StreamWaitEvent", 1, nil)
+		if hostFails {
+			g.InjectFault("EventSynchronize", 1, nil)
+		}
+		err = b.Free()
+		g.ClearFaults()
+		free, _, merr := g.MemInfo(0)
+		if merr != nil {
+			t.Fatal(merr)
+		}
+		if hostFails {
+			if err == nil {
+				t.Error("both waits refused: Free = nil, want the error")
+			}
+			if free >= before {
+				t.Error("both waits refused: the memory was given back without an order after its last use")
+			}
+		} else {
+			if err != nil {
+				t.Errorf("StreamWaitEvent refused: Free = %v, want the host wait to order it", err)
+			}
+			if free != before {
+				t.Errorf("StreamWaitEvent refused: %d bytes free after Free, %d before Alloc: memory held", free, before)
+			}
+		}
+		closeChecked(t, m, g)
+	}
+}
+
+// TestRefusedHostFreeKeepsTheSlab: a pinned slab the driver refuses to free
+// stays in the arena, counted and reusable, and a later TrimHost gives it
+// back; nothing is forgotten.
+func TestRefusedHostFreeKeepsTheSlab(t *testing.T) {
+	g := newSim(t, 1<<30, false)
+	s := newStream(t, g)
+	m := newManager(t, g, deferrable.Options{HostSlabBytes: 8 << 20})
+	b, err := m.Alloc(1<<20, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.MoveTo(deferrable.TierHost); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.MoveTo(deferrable.TierDevice); err != nil { // the slab is empty now
+		t.Fatal(err)
+	}
+	slab := m.Stats().PinnedBytes
+	if slab == 0 {
+		t.Fatal("no slab pinned by a move to the host")
+	}
+	g.InjectFault("FreeHost", 1, nil)
+	n, err := m.TrimHost()
+	g.ClearFaults()
+	if err == nil || n != 0 {
+		t.Errorf("TrimHost with FreeHost refused = %d, %v; want 0 and the error", n, err)
+	}
+	if st := m.Stats(); st.PinnedBytes != slab || st.PinnedSlabs != 1 {
+		t.Errorf("after a refused free: %d bytes in %d slabs pinned, want %d in 1", st.PinnedBytes, st.PinnedSlabs, slab)
+	}
+	if err := b.MoveTo(deferrable.TierHost); err != nil { // the kept slab serves
+		t.Fatal(err)
+	}
+	if st := m.Stats(); st.PinnedBytes != slab {
+		t.Errorf("a move to the host pinned more (%d bytes) instead of reusing the kept slab (%d)", st.PinnedBytes, slab)
+	}
+	if err := b.Free(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := m.TrimHost(); err != nil || n != slab {
+		t.Errorf("TrimHost = %d, %v; want %d", n, err, slab)
+	}
+	closeChecked(t, m, g)
+}
+
+// TestRefusedHostFreeUnderTheLimit: at the host limit, an empty slab given
+// back to make room that the driver refuses to free stays counted, nothing
+// new is pinned past the limit, and the next move makes the room.
+func TestRefusedHostFreeUnderTheLimit(t *testing.T) {
+	g := newSim(t, 1<<30, false)
+	s := newStream(t, g)
+	m := newManager(t, g, deferrable.Options{HostSlabBytes: 4 << 20, HostLimit: 8 << 20})
+	small, err := m.Alloc(1<<20, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := m.Alloc(6<<20, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := small.MoveTo(deferrable.TierHost); err != nil {
+		t.Fatal(err)
+	}
+	if err := small.MoveTo(deferrable.TierDevice); err != nil {
+		t.Fatal(err)
+	}
+	g.InjectFault("FreeHost", 1, nil)
+	err = big.MoveTo(deferrable.TierHost)
+	g.ClearFaults()
+	if err == nil {
+		t.Fatal("a move that needed the empty slab's room succeeded though the slab was not freed")
+	}
+	where(t, big, deferrable.TierDevice)
+	if st := m.Stats(); st.PinnedBytes != 4<<20 || st.PinnedSlabs != 1 {
+		t.Errorf("after the refused free: %d bytes in %d slabs, want the 4 MiB slab kept", st.PinnedBytes, st.PinnedSlabs)
+	}
+	if err := big.MoveTo(deferrable.TierHost); err != nil {
+		t.Fatalf("the next move: %v", err)
+	}
+	if st := m.Stats(); st.PinnedBytes != 6<<20 {
+		t.Errorf("after the move: %d bytes pinned, want 6 MiB", st.PinnedBytes)
+	}
+	closeChecked(t, m, g)
+}
