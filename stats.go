@@ -71,6 +71,12 @@ type MemoryStats struct {
 	CrossStreamReuses   int64   `json:"cross_stream_reuses"`   // free blocks reused on another stream after a wait
 	SegmentGrowths      int64   `json:"segment_growths"`       // wholly free segments grown in place instead of replaced
 
+	// UnreleasedBytes is physical memory the allocator gave up (it is no
+	// longer in ReservedBytes) whose release the device refused: the device
+	// still holds it, and the allocator tries again (the caching allocator:
+	// at EmptyCache and Close) until it succeeds.
+	UnreleasedBytes int64 `json:"unreleased_bytes"`
+
 	// Sleep and wake (the caching allocator's Sleep and Wake). While a
 	// device is asleep its reserved bytes keep their addresses, and
 	// AsleepBytes of them have no physical memory behind them: the device
@@ -121,6 +127,7 @@ func (s *MemoryStats) Add(o MemoryStats) {
 	s.PendingReleaseBytes += o.PendingReleaseBytes
 	s.CrossStreamReuses += o.CrossStreamReuses
 	s.SegmentGrowths += o.SegmentGrowths
+	s.UnreleasedBytes += o.UnreleasedBytes
 	s.AsleepBytes += o.AsleepBytes
 	s.AsleepSavedBytes += o.AsleepSavedBytes
 	s.AsleepDiscardedBytes += o.AsleepDiscardedBytes

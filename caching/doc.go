@@ -313,6 +313,15 @@
 //     block pending until all complete (step 2 of allocation). During a
 //     capture the events are recorded only when the last capture ends.
 //
+// # Memory the device refuses to give back
+//
+// A physical allocation or a virtual range whose release the device refuses
+// (MemRelease, MemAddressFree) is not forgotten: it leaves ReservedBytes,
+// MemoryStats.UnreleasedBytes counts it while the device holds it, and
+// EmptyCache and Close try again (orphans.go). Sleep's releases go the same
+// way, and a pinned save buffer whose FreeHost fails is kept for the next
+// Sleep; Close reports what still fails.
+//
 // # The memory fraction's cap
 //
 // per_process_memory_fraction (Options.PerProcessMemoryFraction) caps the

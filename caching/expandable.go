@@ -331,8 +331,7 @@ func (d *device) mapHandleLocked(seg *segment, i, n uint64) error {
 		}
 	}
 	if err := d.a.b.MemMap(addr, size, 0, h); err != nil {
-		_ = d.a.b.MemRelease(h)
-		return fmt.Errorf("caching: mapping %#x: %w", uintptr(addr), err)
+		return errors.Join(fmt.Errorf("caching: mapping %#x: %w", uintptr(addr), err), d.releaseHandleLocked(h, size))
 	}
 	for k := i; k < i+n; k++ {
 		e.handles[k], e.mapped[k] = h, true

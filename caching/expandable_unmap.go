@@ -39,7 +39,7 @@ func (d *device) forgetGroupLocked(seg *segment, i uint64, keep bool) {
 	}
 	if keep && n == 1 && d.keepChunk == e.chunk {
 		d.kept = append(d.kept, h)
-	} else if err := d.releaseHandleLocked(h); err != nil {
+	} else if err := d.releaseHandleLocked(h, size); err != nil {
 		// Kept for EmptyCache and Close to try again; the range stays usable.
 		d.a.logf("caching: at %#x: %v", uintptr(addr), err)
 	}
@@ -80,7 +80,7 @@ func (d *device) unmapRunLocked(seg *segment, i, j uint64) uint64 {
 // reuse, and ends the mapping's keeping. d.mu must be held.
 func (d *device) releaseKeptLocked() {
 	for _, h := range d.kept {
-		if err := d.releaseHandleLocked(h); err != nil {
+		if err := d.releaseHandleLocked(h, d.keepChunk); err != nil {
 			d.a.logf("%v", err)
 		}
 	}

@@ -12,8 +12,8 @@ import (
 // beyond it, so that, while wholly free, it can grow in place to serve a
 // larger request. See doc.go for the policy.
 type growable struct {
-	va      uint64             // bytes of the reserved range, from the segment's address
-	handles []gpumem.MemHandle // physical allocations mapped one after another
+	va      uint64     // bytes of the reserved range, from the segment's address
+	handles []physical // physical allocations mapped one after another
 }
 
 // growHeadroom is how many times a growable segment's size its virtual
@@ -60,7 +60,7 @@ func (d *device) allocGrowableLocked(segSize uint64) (gpumem.Ptr, *growable, err
 		_ = d.a.b.MemAddressFree(base, va)
 		return 0, nil, err
 	}
-	return base, &growable{va: va, handles: []gpumem.MemHandle{h}}, nil
+	return base, &growable{va: va, handles: []physical{{h, segSize}}}, nil
 }
 
 // mapPhysicalLocked creates n bytes of physical memory on the device and maps
@@ -71,13 +71,13 @@ func (d *device) mapPhysicalLocked(addr gpumem.Ptr, n uint64) (gpumem.MemHandle,
 		return gpumem.MemHandle{}, err
 	}
 	if err := d.a.b.MemMap(addr, n, 0, h); err != nil {
-		_ = d.a.b.MemRelease(h)
-		return gpumem.MemHandle{}, err
+		return gpumem.MemHandle{}, errors.Join(err, d.releaseHandleLocked(h, n))
 	}
 	if err := d.a.b.MemSetAccess(addr, n, d.id, gpumem.AccessReadWrite); err != nil {
-		_ = d.a.b.MemUnmap(addr, n)
-		_ = d.a.b.MemRelease(h)
-		return gpumem.MemHandle{}, err
+		// Released even if the unmap fails: the driver frees it with its
+		// last mapping.
+		uerr := d.a.b.MemUnmap(addr, n)
+		return gpumem.MemHandle{}, errors.Join(err, uerr, d.releaseHandleLocked(h, n))
 	}
 	return h, nil
 }
@@ -121,7 +121,7 @@ func (d *device) growSegmentLocked(seg *segment, segSize uint64) (*block, error)
 		return nil, fmt.Errorf("caching: growing segment %#x by %s on device %d: %w", uintptr(seg.addr), gpumem.FormatBytes(delta), d.id, err)
 	}
 	g := seg.grow
-	g.handles = append(g.handles, h)
+	g.handles = append(g.handles, physical{h, delta})
 	seg.size = segSize
 	b.size = segSize
 	st := seg.pool.statType()
@@ -142,8 +142,8 @@ func (d *device) freeGrowableLocked(seg *segment) (gone bool, err error) {
 		return false, err
 	}
 	var errs []error
-	for _, h := range g.handles {
-		if err := d.releaseHandleLocked(h); err != nil {
+	for _, p := range g.handles {
+		if err := d.releaseHandleLocked(p.h, p.size); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -12,18 +12,27 @@ import (
 // and Close try again, reporting what still fails; so a transient failure
 // leaks nothing past Close.
 
+// physical is a physical allocation (MemCreate) of size bytes.
+type physical struct {
+	h    gpumem.MemHandle
+	size uint64
+}
+
 // orphanRange is a virtual range whose MemAddressFree failed.
 type orphanRange struct {
 	addr gpumem.Ptr
 	size uint64
 }
 
-// releaseHandleLocked releases h, or keeps it for a later try. d.mu must be
-// held.
-func (d *device) releaseHandleLocked(h gpumem.MemHandle) error {
+// releaseHandleLocked releases h, a physical allocation of size bytes no
+// longer counted as reserved, or keeps it for a later try and counts it as
+// unreleased. d.mu must be held.
+func (d *device) releaseHandleLocked(h gpumem.MemHandle, size uint64) error {
 	if err := d.a.b.MemRelease(h); err != nil {
-		d.orphans = append(d.orphans, h)
-		return fmt.Errorf("caching: releasing physical memory (kept, tried again by EmptyCache and Close): %w", err)
+		d.orphans = append(d.orphans, physical{h, size})
+		d.stats.UnreleasedBytes += int64(size)
+		return fmt.Errorf("caching: releasing %s of physical memory (kept, tried again by EmptyCache and Close): %w",
+			gpumem.FormatBytes(size), err)
 	}
 	return nil
 }
@@ -44,8 +53,9 @@ func (d *device) retryOrphansLocked() error {
 	var errs []error
 	hs := d.orphans
 	d.orphans = nil
-	for _, h := range hs {
-		if err := d.releaseHandleLocked(h); err != nil {
+	for _, o := range hs {
+		d.stats.UnreleasedBytes -= int64(o.size)
+		if err := d.releaseHandleLocked(o.h, o.size); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -377,7 +377,7 @@ func (d *device) closeLocked() error {
 				if err := d.a.b.MemUnmap(addr, uint64(e.span[i])*e.chunk); err != nil {
 					errs = append(errs, fmt.Errorf("caching: unmapping %#x: %w", uintptr(addr), err))
 				}
-				if err := d.releaseHandleLocked(e.handles[i]); err != nil {
+				if err := d.releaseHandleLocked(e.handles[i], uint64(e.span[i])*e.chunk); err != nil {
 					errs = append(errs, err)
 				}
 			}

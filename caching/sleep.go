@@ -474,8 +474,8 @@ func (d *device) releaseMappedLocked(segs []*segment) (uint64, error) {
 func (d *device) sleepGroupLocked(seg *segment, i uint64) uint64 {
 	e := seg.exp
 	n := e.spanAt(i)
-	if err := d.a.b.MemRelease(e.handles[i]); err != nil {
-		d.a.logf("caching: releasing physical memory at %#x failed: %v", uintptr(seg.addr.Add(i*e.chunk)), err)
+	if err := d.releaseHandleLocked(e.handles[i], n*e.chunk); err != nil {
+		d.a.logf("caching: at %#x: %v", uintptr(seg.addr.Add(i*e.chunk)), err)
 	}
 	for k := i; k < i+n; k++ {
 		e.handles[k], e.sleeping[k] = gpumem.MemHandle{}, true

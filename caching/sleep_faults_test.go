@@ -225,9 +225,26 @@ func TestRefusedReleasesAreTriedAgain(t *testing.T) {
 		if err := a.Deallocate(p, s); err != nil {
 			t.Fatal(err)
 		}
-		g.InjectFault(c.op, 1, nil)
+		for n := 1; n <= 4; n++ { // the chunks' releases and EmptyCache's own retry fail
+			g.InjectFault(c.op, n, nil)
+		}
 		_ = a.EmptyCache()
 		g.ClearFaults()
+		if c.op == "MemRelease" {
+			// Given up but held by the device: out of reserved, counted
+			// as unreleased until a retry releases it.
+			st := a.Stats(0)
+			if st.ReservedBytes[gpumem.StatAll].Current != 0 || st.UnreleasedBytes <= 0 || uint64(st.UnreleasedBytes) > usedBytes(t, g) {
+				t.Errorf("expandable %v: after a refused release %d reserved, %d unreleased, %d used on the device",
+					c.exp, st.ReservedBytes[gpumem.StatAll].Current, st.UnreleasedBytes, usedBytes(t, g))
+			}
+			if err := a.EmptyCache(); err != nil {
+				t.Fatal(err)
+			}
+			if st := a.Stats(0); st.UnreleasedBytes != 0 || usedBytes(t, g) != 0 {
+				t.Errorf("expandable %v: after the retry %d unreleased, %d used", c.exp, st.UnreleasedBytes, usedBytes(t, g))
+			}
+		}
 		if err := a.Close(); err != nil {
 			t.Errorf("%s refused once (expandable %v): Close: %v", c.op, c.exp, err)
 		}
@@ -326,5 +343,37 @@ func TestRefusedSleepBufferFreeAtClose(t *testing.T) {
 	}
 	if err := g.FreeHost(h); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSleepRefusedReleaseIsKept: a release that Sleep's device refuses is
+// counted as unreleased, not forgotten; the sleep and the wake go on, and
+// EmptyCache releases it.
+func TestSleepRefusedReleaseIsKept(t *testing.T) {
+	ctx := context.Background()
+	g, a, ss := newSleepSim(t, 1<<30)
+	allocs := fillSleepWorkload(t, g, a, ss, 30, 7, true)
+	g.InjectFault("MemRelease", 1, nil)
+	if err := a.Sleep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.ClearFaults()
+	st := a.Stats(0)
+	if st.UnreleasedBytes <= 0 || usedBytes(t, g) != uint64(st.UnreleasedBytes) {
+		t.Errorf("asleep with a refused release: %d unreleased, %d used on the device", st.UnreleasedBytes, usedBytes(t, g))
+	}
+	if err := a.Wake(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range allocs {
+		if x.keep && !holds(t, g, x.p, x.data) {
+			t.Fatalf("kept allocation %d changed", i)
+		}
+	}
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.Stats(0); st.UnreleasedBytes != 0 || usedBytes(t, g) != uint64(st.ReservedBytes[gpumem.StatAll].Current) {
+		t.Errorf("after EmptyCache: %d unreleased, %d used, %d reserved", st.UnreleasedBytes, usedBytes(t, g), st.ReservedBytes[gpumem.StatAll].Current)
 	}
 }

@@ -156,7 +156,7 @@ type device struct {
 	kept         []gpumem.MemHandle // handles unmapped for that mapping, not yet reused
 	// orphans are physical allocations and virtual ranges whose release
 	// the device refused: retried by EmptyCache and Close (orphans.go).
-	orphans      []gpumem.MemHandle
+	orphans      []physical
 	orphanRanges []orphanRange
 	noGhosts     bool     // the backend refused to map a handle twice: moves unmap (ghost.go)
 	scratch      []bool   // freeChunks' table, reused

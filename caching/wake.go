@@ -135,8 +135,7 @@ func (d *device) mapSleepingLocked(segs []*segment, done *[]chunkRef) error {
 					return fmt.Errorf("creating %s of physical memory: %w", gpumem.FormatBytes(e.chunk), err)
 				}
 				if err := d.a.b.MemMap(addr, e.chunk, 0, h); err != nil {
-					_ = d.a.b.MemRelease(h)
-					return fmt.Errorf("mapping %#x: %w", uintptr(addr), err)
+					return errors.Join(fmt.Errorf("mapping %#x: %w", uintptr(addr), err), d.releaseHandleLocked(h, e.chunk))
 				}
 				e.handles[j], e.sleeping[j], e.span[j] = h, false, 1
 				d.stats.AsleepBytes -= int64(e.chunk)

@@ -111,6 +111,16 @@
 //	                      free blocks reused on another stream after a wait
 //	(beyond PyTorch)      gpumem_segment_growths_total (counter)
 //	                      wholly free segments grown in place instead of replaced
+//	(beyond PyTorch)      gpumem_unreleased_bytes (gauge)
+//	                      physical memory given up whose release the device refused
+//	(sleep and wake)      gpumem_asleep_bytes (gauge)
+//	                      reserved bytes whose physical memory Sleep released
+//	(sleep and wake)      gpumem_asleep_saved_bytes (gauge)
+//	                      bytes of kept allocations saved to pinned host memory
+//	(sleep and wake)      gpumem_asleep_discarded_bytes (gauge)
+//	                      bytes of live allocations whose contents Sleep discarded
+//	(sleep and wake)      gpumem_sleeps_total, gpumem_wakes_total (counters)
+//	                      completed Sleeps and Wakes
 //
 // # Deferrable memory
 //

@@ -111,5 +111,17 @@ var allocatorFamilies, allocatorValues = func() ([]Family, []valuesFunc) {
 		func(s *gpumem.MemoryStats) float64 { return float64(s.CrossStreamReuses) })
 	one("gpumem_segment_growths_total", "counter", "Wholly free segments grown in place instead of replaced by a new one.",
 		func(s *gpumem.MemoryStats) float64 { return float64(s.SegmentGrowths) })
+	one("gpumem_unreleased_bytes", "gauge", "Physical memory given up whose release the device refused (tried again).",
+		func(s *gpumem.MemoryStats) float64 { return float64(s.UnreleasedBytes) })
+	one("gpumem_asleep_bytes", "gauge", "Reserved bytes whose physical memory Sleep released.",
+		func(s *gpumem.MemoryStats) float64 { return float64(s.AsleepBytes) })
+	one("gpumem_asleep_saved_bytes", "gauge", "Bytes of kept allocations saved to pinned host memory while asleep.",
+		func(s *gpumem.MemoryStats) float64 { return float64(s.AsleepSavedBytes) })
+	one("gpumem_asleep_discarded_bytes", "gauge", "Bytes of live allocations whose contents Sleep discarded.",
+		func(s *gpumem.MemoryStats) float64 { return float64(s.AsleepDiscardedBytes) })
+	one("gpumem_sleeps_total", "counter", "Completed Sleeps.",
+		func(s *gpumem.MemoryStats) float64 { return float64(s.NumSleeps) })
+	one("gpumem_wakes_total", "counter", "Completed Wakes.",
+		func(s *gpumem.MemoryStats) float64 { return float64(s.NumWakes) })
 	return fs, vs
 }()

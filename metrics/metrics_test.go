@@ -102,6 +102,12 @@ func expectStats(t *testing.T, e *exposition, name string, dev int, st gpumem.Me
 		"gpumem_pending_release_bytes":      float64(st.PendingReleaseBytes),
 		"gpumem_cross_stream_reuses_total":  float64(st.CrossStreamReuses),
 		"gpumem_segment_growths_total":      float64(st.SegmentGrowths),
+		"gpumem_unreleased_bytes":           float64(st.UnreleasedBytes),
+		"gpumem_asleep_bytes":               float64(st.AsleepBytes),
+		"gpumem_asleep_saved_bytes":         float64(st.AsleepSavedBytes),
+		"gpumem_asleep_discarded_bytes":     float64(st.AsleepDiscardedBytes),
+		"gpumem_sleeps_total":               float64(st.NumSleeps),
+		"gpumem_wakes_total":                float64(st.NumWakes),
 	}
 	for fam, want := range scalars {
 		check(key(fam, "allocator", name, "device", d), want)
