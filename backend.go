@@ -450,7 +450,10 @@ type Peers interface {
 // Backend is one vendor library (or the simulator) behind the project's interface.
 // Every method is safe from any goroutine. Operations that the vendor or its
 // version lacks return an error matching ErrNotSupported; after Close every
-// method returns an error matching ErrClosed.
+// method returns an error matching ErrClosed. Close does not wait for calls
+// already under way on other goroutines (counting them would put shared
+// atomic writes on every call's path): a program closes a backend once its
+// own calls have returned, as it would a file.
 type Backend interface {
 	// Name is "cuda", "hip" or "sim".
 	Name() string
