@@ -114,6 +114,13 @@ func TestLimitFraction(t *testing.T) {
 	if _, err := adaptor.NewLimitFraction(up, g, 1.5); !errors.Is(err, gpumem.ErrInvalidValue) {
 		t.Errorf("fraction 1.5: %v", err)
 	}
+	var nilGPU *sim.GPU // a nil pointer in the interface: refused, not called
+	if _, err := adaptor.NewLimitFraction(up, nilGPU, 0.5); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("a nil *sim.GPU as the backend: %v", err)
+	}
+	if _, err := adaptor.NewLimitFraction(up, nil, 0.5); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("a nil backend: %v", err)
+	}
 	l, err := adaptor.NewLimitFraction(up, g, 0.25)
 	if err != nil {
 		t.Fatal(err)

@@ -83,14 +83,15 @@ func NewLimit(up gpumem.Allocator, bytes uint64, opts ...LimitOption) (*Limit, e
 
 // NewLimitFraction returns a Limit over up of fraction (in (0, 1]) of each
 // device's total memory, as b.MemInfo reports it when NewLimitFraction is
-// called, rounded down to a byte. b is the backend up allocates from. A
+// called, rounded down to a byte. b is the backend up allocates from (nil,
+// or a nil pointer, is an error matching gpumem.ErrInvalidValue). A
 // fraction so small that a device's cap rounds to 0 bytes refuses every
 // allocation on it (it is a cap of 0, not no cap).
 func NewLimitFraction(up gpumem.Allocator, b gpumem.Backend, fraction float64, opts ...LimitOption) (*Limit, error) {
 	if err := checkUpstream(up, "adaptor.Limit"); err != nil {
 		return nil, err
 	}
-	if b == nil || !(fraction > 0 && fraction <= 1) {
+	if isNil(b) || !(fraction > 0 && fraction <= 1) {
 		return nil, fmt.Errorf("adaptor.Limit: fraction %v (want (0, 1]) or nil backend: %w", fraction, gpumem.ErrInvalidValue)
 	}
 	n, err := b.DeviceCount()

@@ -19,10 +19,16 @@ type link struct {
 
 // checkUpstream refuses a nil upstream.
 func checkUpstream(up gpumem.Allocator, name string) error {
-	if rv := reflect.ValueOf(up); up == nil || rv.Kind() == reflect.Pointer && rv.IsNil() {
+	if isNil(up) {
 		return fmt.Errorf("%s: nil upstream: %w", name, gpumem.ErrInvalidValue)
 	}
 	return nil
+}
+
+// isNil reports whether v is nil or a nil pointer in an interface.
+func isNil(v any) bool {
+	rv := reflect.ValueOf(v)
+	return v == nil || rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // errClosed is the error of every call after Close.

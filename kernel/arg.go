@@ -55,6 +55,14 @@ const (
 	Float64 = Arg(uint64(kFloat64) | 8<<8 | 8<<16) // double
 )
 
+// scalars are the declarations of the kinds other than Struct, by kind:
+// the only sizes and alignments those kinds have.
+var scalars = [...]Arg{
+	kPtr: Ptr, kInt8: Int8, kInt16: Int16, kInt32: Int32, kInt64: Int64,
+	kUint8: Uint8, kUint16: Uint16, kUint32: Uint32, kUint64: Uint64,
+	kFloat32: Float32, kFloat64: Float64,
+}
+
 // MaxStructSize bounds a struct argument (CUDA's limit on all of a
 // kernel's parameters together is 32764 bytes on recent devices, 4096 on
 // older ones).
@@ -77,8 +85,8 @@ func (a Arg) valid() string {
 		return fmt.Sprintf("unknown argument kind %#x", uint64(a))
 	}
 	if k != kStruct {
-		if a != mkArg(k, uint64(a.Size()), uint64(a.align())) || a.Size() != int(a.align()) {
-			return fmt.Sprintf("unknown argument kind %#x", uint64(a))
+		if a != scalars[k] {
+			return fmt.Sprintf("unknown argument kind %#x (a %s of %d bytes aligned to %d)", uint64(a), kindNames[k], a.Size(), a.align())
 		}
 		return ""
 	}

@@ -304,3 +304,51 @@ func BenchmarkSetAndLaunch(b *testing.B) {
 		l.Launch(gpumem.Stream{}, gpumem.Dim3{X: 1}, gpumem.Dim3{X: 1}, 0)
 	}
 }
+
+// A declaration of a scalar kind with another kind's size or alignment is
+// refused by New: no setter could ever set it, and its bytes would not be
+// the kind's.
+func TestForgedScalarSizes(t *testing.T) {
+	rec := newRecorder()
+	kindOf := func(a kernel.Arg) kernel.Arg { return a & 0xff }
+	for name, a := range map[string]kernel.Arg{
+		"Int32 of 8 bytes":   kindOf(kernel.Int32) | 8<<8 | 8<<16,
+		"Int8 of 4 bytes":    kindOf(kernel.Int8) | 4<<8 | 4<<16,
+		"Ptr of 4 bytes":     kindOf(kernel.Ptr) | 4<<8 | 4<<16,
+		"Float64 of 2 bytes": kindOf(kernel.Float64) | 2<<8 | 2<<16,
+		"Uint16 of 16 bytes": kindOf(kernel.Uint16) | 16<<8 | 16<<16,
+	} {
+		l, err := kernel.New(rec, fn, a)
+		if !errors.Is(err, gpumem.ErrInvalidValue) {
+			t.Errorf("%s: New = %v, want ErrInvalidValue", name, err)
+		}
+		if l != nil {
+			l.Close()
+		}
+	}
+	for _, a := range []kernel.Arg{kernel.Ptr, kernel.Int8, kernel.Int16, kernel.Int32, kernel.Int64, kernel.Uint8,
+		kernel.Uint16, kernel.Uint32, kernel.Uint64, kernel.Float32, kernel.Float64} {
+		l, err := kernel.New(rec, fn, a)
+		if err != nil {
+			t.Errorf("%s: %v", a, err)
+			continue
+		}
+		l.Close()
+	}
+}
+
+// nilKernels is a Kernels that is a nil pointer.
+type nilKernels struct{ gpumem.Kernels }
+
+// A nil pointer given as the Kernels is refused by New, not left to panic
+// at the first launch.
+func TestNilPointerKernels(t *testing.T) {
+	var k *nilKernels
+	l, err := kernel.New(k, fn, kernel.Int32)
+	if !errors.Is(err, gpumem.ErrInvalidValue) || l != nil {
+		t.Errorf("New with a nil *nilKernels: %v (launcher %t); want ErrInvalidValue", err, l != nil)
+		if l != nil {
+			l.Close()
+		}
+	}
+}

@@ -3,6 +3,7 @@ package kernel
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"sync"
 	"unsafe"
 
@@ -27,11 +28,11 @@ type Launcher struct {
 
 // New lays out the parameter array of f for the declared signature, one
 // Arg per kernel parameter in order, in memory mapped outside the Go heap.
-// A kernel with no parameters takes no Args. A bad declaration (an unknown
-// kind, a struct whose size or alignment is impossible) is an error
-// matching gpumem.ErrInvalidValue.
+// A kernel with no parameters takes no Args. A nil k (or a nil pointer in
+// it), a zero f or a bad declaration (an unknown kind, a struct whose size
+// or alignment is impossible) is an error matching gpumem.ErrInvalidValue.
 func New(k gpumem.Kernels, f gpumem.Function, sig ...Arg) (*Launcher, error) {
-	if k == nil {
+	if rv := reflect.ValueOf(k); k == nil || rv.Kind() == reflect.Pointer && rv.IsNil() {
 		return nil, fmt.Errorf("kernel: New: nil Kernels: %w", gpumem.ErrInvalidValue)
 	}
 	if f.Handle == 0 {

@@ -1,6 +1,7 @@
 package rtc
 
 import (
+	"fmt"
 	"runtime"
 	"unsafe"
 
@@ -168,6 +169,11 @@ func (c *Compiler) compile(src, name string, opts, exprs []string, cubin bool) (
 	img, err := c.read(prog, sizeOp, codeOp, cl)
 	if err != nil {
 		return out, err
+	}
+	if img == "" {
+		// A compile that succeeded has an image: none (or a size past
+		// read's bound) is the library's fault, not a result to cache.
+		return out, fmt.Errorf("rtc: %s: %s: %s gave no image", c, name, symtab.RTC.Rows[codeOp].Symbol[c.vendor])
 	}
 	out.image = []byte(img)
 

@@ -18,7 +18,8 @@ import (
 // answering both NVRTC's and hipRTC's names, so that Open, the target
 // refusal, the call path, the cache and errors are tested with no library.
 // A source containing "#error" fails to compile; the image is a PTX-like
-// text naming the target and the program's kernels.
+// text naming the target and the program's kernels (none, of size 0, for a
+// source containing "fake: no image").
 
 type fakeProgram struct {
 	src, name string
@@ -129,6 +130,9 @@ func fakeFunctions() map[string]uintptr {
 				p.lowered[e] = []byte("_Z" + strings.NewReplacer("<", "I", ">", "E").Replace(e) + "\x00")
 			}
 			p.image = []byte(img.String() + "\x00")
+			if strings.Contains(p.src, "fake: no image") {
+				p.image = nil // a library that succeeds and gives nothing
+			}
 			return 0
 		})
 		sizeOf := func(f func(*fakeProgram) []byte) uintptr {

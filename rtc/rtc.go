@@ -53,8 +53,15 @@ type config struct {
 	cacheDir string
 }
 
-// WithLoader opens libraries through l instead of the dynamic loader.
-func WithLoader(l Loader) Option { return func(c *config) { c.load = l } }
+// WithLoader opens libraries through l instead of the dynamic loader (nil:
+// the dynamic loader).
+func WithLoader(l Loader) Option {
+	return func(c *config) {
+		if l != nil {
+			c.load = l
+		}
+	}
+}
 
 // WithCacheDir keeps compiled images on disk in dir (created if missing)
 // besides in memory: one file per image, named by the SHA-256 of its key.
@@ -152,6 +159,9 @@ func loadLibrary(v symtab.Vendor, library string, load Loader, accept func(Libra
 	var tried []gpumem.LoadAttempt
 	for _, name := range cands {
 		lib, err := load(name)
+		if err == nil && lib == nil {
+			err = fmt.Errorf("the loader returned no library and no error")
+		}
 		if err != nil {
 			tried = append(tried, attemptsOf(name, err)...)
 			continue
@@ -388,8 +398,8 @@ func checkRequest(req *Request) error {
 			return fmt.Errorf("rtc: %s: a NUL byte in the source, name, options or name expressions: %w", req.Name, gpumem.ErrInvalidValue)
 		}
 	}
-	if strings.ContainsAny(req.Name, "\"\n\\") {
-		return fmt.Errorf("rtc: program name %q has a quote, backslash or newline: %w", req.Name, gpumem.ErrInvalidValue)
+	if strings.ContainsAny(req.Name, "\"\n\r\\") {
+		return fmt.Errorf("rtc: program name %q has a quote, backslash or line break: %w", req.Name, gpumem.ErrInvalidValue)
 	}
 	for _, o := range req.Options {
 		for _, p := range []string{"-arch", "--gpu-architecture", "--offload-arch", "--gpu-name"} {

@@ -359,3 +359,82 @@ func TestSymbolsReport(t *testing.T) {
 		t.Errorf("%+v %v", rep, err)
 	}
 }
+
+// A target whose number has a sign is malformed, not a target to pass on.
+func TestParseTargetSigns(t *testing.T) {
+	for _, in := range []string{"sm_+90", "sm_-1", "compute_+80", "sm_-90a", "sm_9-0"} {
+		if _, err := parseTarget(in); !errors.Is(err, gpumem.ErrInvalidValue) {
+			t.Errorf("%q: %v, want ErrInvalidValue", in, err)
+		}
+	}
+	// A compiler that supports whatever it is given (newer than the
+	// table, no query) is not handed a malformed target either.
+	fakeVersion(99, 0, 0, false)
+	c := openFake(t, "cuda")
+	compiles := fakeCompiles.Load()
+	if _, err := c.Compile(context.Background(), Request{Source: saxpySrc, Target: "sm_+90"}); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("sm_+90: %v, want ErrInvalidValue", err)
+	}
+	if fakeCompiles.Load() != compiles {
+		t.Error("the compiler was called for a malformed target")
+	}
+}
+
+// A compile that succeeds with no image is an error, and nothing is cached.
+func TestEmptyImageIsAnError(t *testing.T) {
+	for _, backend := range []string{"cuda", "hip"} {
+		fakeVersion(12, 4, 60200000, true)
+		c := openFake(t, backend, WithCacheDir(t.TempDir()))
+		req := Request{Source: "// fake: no image\n" + saxpySrc}
+		for i := 0; i < 2; i++ {
+			res, err := c.Compile(context.Background(), req)
+			if err == nil || !strings.Contains(err.Error(), "no image") {
+				t.Errorf("%s: compile %d: %v, %v; want an error saying there is no image", backend, i, res, err)
+			}
+		}
+		if s := c.CacheStats(); s.MemoryHits != 0 || s.DiskHits != 0 || s.Misses != 2 || s.DiskErrors != 0 {
+			t.Errorf("%s: cache %+v: an empty image was cached", backend, s)
+		}
+	}
+}
+
+// Bad loader input: a nil Loader is the dynamic loader; a Loader that
+// returns neither a library nor an error is a failed attempt, not a panic.
+func TestLoaderInput(t *testing.T) {
+	_, err := Open("hip", "/nonexistent/libhiprtc-nil-loader.so", WithLoader(nil))
+	if !errors.Is(err, gpumem.ErrLibraryNotFound) || !strings.Contains(err.Error(), "libhiprtc-nil-loader.so") {
+		t.Errorf("WithLoader(nil): %v", err)
+	}
+	none := func(string) (Library, error) { return nil, nil }
+	_, err = Open("cuda", "x.so", WithLoader(none))
+	if !errors.Is(err, gpumem.ErrLibraryNotFound) || !strings.Contains(err.Error(), "x.so") {
+		t.Errorf("a loader returning nothing: %v", err)
+	}
+	if _, err := Symbols("cuda", "x.so", WithLoader(none)); !errors.Is(err, gpumem.ErrLibraryNotFound) {
+		t.Errorf("Symbols with a loader returning nothing: %v", err)
+	}
+}
+
+// A program name with a carriage return would end the #line directive
+// early: it is refused before the compiler is called.
+func TestProgramNameLineBreak(t *testing.T) {
+	fakeVersion(12, 4, 0, true)
+	c := openFake(t, "cuda")
+	creates := fakeCreates.Load()
+	if _, err := c.Compile(context.Background(), Request{Source: saxpySrc, Name: "a\rb.cu", Target: "sm_80"}); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("name with \\r: %v, want ErrInvalidValue", err)
+	}
+	if fakeCreates.Load() != creates {
+		t.Error("the compiler was called")
+	}
+}
+
+// nilBackend is a gpumem.Backend that is a nil pointer.
+type nilBackend struct{ gpumem.Backend }
+
+func TestTargetOfNilPointer(t *testing.T) {
+	var b *nilBackend
+	if _, err := TargetOf(b, 0); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("TargetOf a nil *nilBackend: %v, want ErrInvalidValue", err)
+	}
+}

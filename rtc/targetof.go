@@ -2,6 +2,7 @@ package rtc
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/gpumem/gpumem"
 )
@@ -14,7 +15,7 @@ import (
 // wrapper that hides the capability) gives an error matching
 // gpumem.ErrNotSupported: give the target explicitly.
 func TargetOf(b gpumem.Backend, dev int) (string, error) {
-	if b == nil {
+	if rv := reflect.ValueOf(b); b == nil || rv.Kind() == reflect.Pointer && rv.IsNil() {
 		return "", fmt.Errorf("rtc: TargetOf: nil backend: %w", gpumem.ErrInvalidValue)
 	}
 	tn, ok := b.(gpumem.TargetNamer)

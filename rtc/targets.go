@@ -41,10 +41,7 @@ func parseTarget(s string) (target, error) {
 	for _, p := range []string{"sm_", "compute_"} {
 		if num, ok := strings.CutPrefix(s, p); ok {
 			digits := strings.TrimRight(num, "af")
-			if len(digits) < 2 || len(num)-len(digits) > 1 {
-				return bad()
-			}
-			if _, err := strconv.Atoi(digits); err != nil {
+			if len(digits) < 2 || len(num)-len(digits) > 1 || strings.Trim(digits, "0123456789") != "" {
 				return bad()
 			}
 			return target{vendor: symtab.CUDA, name: "sm_" + num, base: "sm_" + digits, num: num}, nil
