@@ -425,3 +425,31 @@ func TestArity(t *testing.T) {
 		t.Errorf("the zero Arity declares %d, %v", n, ok)
 	}
 }
+
+// A nil Lib or Library is bad input like any other: errors and zero
+// values, never a panic.
+func TestNilLib(t *testing.T) {
+	var l *bind.Lib
+	if _, err := l.Addr(opStrlen); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("Addr of a nil library: %v", err)
+	}
+	if _, err := l.Version(); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("Version of a nil library: %v", err)
+	}
+	if err := l.Err(opAbs, 5); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("Err of a nil library: %v", err)
+	}
+	if err := l.Check(opAbs, 0); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("Check on a nil library: %v", err)
+	}
+	if err := l.CheckOn(bind.Context{}, opAbs, 0); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("CheckOn on a nil library: %v", err)
+	}
+	if l.StatusName(5) != "" || l.Path() != "" || l.Library() != nil || l.Vendor() != bind.CUDA {
+		t.Error("a nil library names something")
+	}
+	var lib *bind.Library
+	if c := lib.Candidates(bind.CUDA); c != nil {
+		t.Errorf("Candidates of a nil declaration = %v", c)
+	}
+}

@@ -164,8 +164,12 @@ func (l *Lib) refuse(op Op, n, why int) error {
 }
 
 // Err turns status code of row op into an error: nil for the library's
-// success value, else an *Error with the status's name.
+// success value, else an *Error with the status's name. On a nil Lib it is
+// an error matching gpumem.ErrInvalidValue.
 func (l *Lib) Err(op Op, code int) error {
+	if l == nil {
+		return fmt.Errorf("gpumem: bind: status %d of a nil library: %w", code, gpumem.ErrInvalidValue)
+	}
 	if code == l.lib.Status.Success {
 		return nil
 	}
@@ -185,7 +189,7 @@ func (l *Lib) Err(op Op, code int) error {
 // StatusName returns the library's name for a status ("" if it has none),
 // asked of the library once per code.
 func (l *Lib) StatusName(code int) string {
-	if l.lib.Status.Name == nil || l.closed.Load() {
+	if l == nil || l.lib.Status.Name == nil || l.closed.Load() {
 		return ""
 	}
 	if v, ok := l.names.Load(code); ok {

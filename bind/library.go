@@ -196,12 +196,16 @@ type Lib struct {
 // Errors of Open and the calls.
 var (
 	errNoTable = fmt.Errorf("library declares no table: %w", gpumem.ErrInvalidValue)
+	errNilLib  = fmt.Errorf("gpumem: bind: a nil library: %w", gpumem.ErrInvalidValue)
 )
 
 // Candidates returns the files Open tries for vendor v, in order: the
 // WithPath option's, else the environment variable's, else the declared
 // candidates.
 func (lib *Library) Candidates(v Vendor, opts ...Option) []string {
+	if lib == nil {
+		return nil
+	}
 	o := collect(opts)
 	return lib.candidates(v, o)
 }
@@ -323,18 +327,36 @@ func Open(lib *Library, v Vendor, opts ...Option) (*Lib, error) {
 	return l, nil
 }
 
-// Library returns the declaration l was opened from.
-func (l *Lib) Library() *Library { return l.lib }
+// Library returns the declaration l was opened from (nil for a nil Lib).
+func (l *Lib) Library() *Library {
+	if l == nil {
+		return nil
+	}
+	return l.lib
+}
 
 // Vendor returns the column l was resolved with.
-func (l *Lib) Vendor() Vendor { return l.vendor }
+func (l *Lib) Vendor() Vendor {
+	if l == nil {
+		return 0
+	}
+	return l.vendor
+}
 
-// Path returns the file as it was opened.
-func (l *Lib) Path() string { return l.obj.Path() }
+// Path returns the file as it was opened ("" for a nil Lib).
+func (l *Lib) Path() string {
+	if l == nil {
+		return ""
+	}
+	return l.obj.Path()
+}
 
 // Version asks the library for its version through Library.Version; it
 // fails with ErrNotSupported when the declaration has no version query.
 func (l *Lib) Version() (string, error) {
+	if l == nil {
+		return "", errNilLib
+	}
 	if l.lib.Version == nil {
 		return "", fmt.Errorf("gpumem: bind: %s declares no version query: %w", l.lib.Name, gpumem.ErrNotSupported)
 	}
@@ -346,6 +368,9 @@ func (l *Lib) Has(op Op) bool { return l != nil && uint(op) < uint(len(l.fns)) &
 
 // Addr returns the address of row op's function, or why there is none.
 func (l *Lib) Addr(op Op) (uintptr, error) {
+	if l == nil {
+		return 0, errNilLib
+	}
 	if l.closed.Load() {
 		return 0, l.closedErr()
 	}

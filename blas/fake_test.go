@@ -35,6 +35,7 @@ var (
 	fakeOmit  = map[string]bool{} // symbols the fake library lacks, by name
 	fakeCur   uintptr             // the fake make-current function
 	fakeFails atomic.Int32        // a status every routine returns, when not 0
+	fakeWSErr atomic.Int32        // a status the workspace call returns, when not 0
 
 	fakeDeviceMode atomic.Bool // the last pointer mode set: results go to host memory only in host mode
 )
@@ -80,6 +81,9 @@ func fakeSymbols() {
 						}
 						if op >= opSaxpy {
 							status = uintptr(fakeFails.Load())
+						}
+						if op == opSetWorkspace {
+							status = uintptr(fakeWSErr.Load())
 						}
 						return []reflect.Value{reflect.ValueOf(status)}
 					}).Interface()
@@ -394,5 +398,49 @@ func TestNativeNoAllocations(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("%v allocations per call pair", n)
+	}
+}
+
+// A SetStream whose workspace the library refuses on the new stream puts
+// the library back on the handle's stream, with its workspace: the stream
+// the handle reports is the one its calls are queued on.
+func TestNativeSetStreamRollsBack(t *testing.T) {
+	fakeSymbols()
+	fakeMu.Lock()
+	fakeOmit = map[string]bool{}
+	fakeMu.Unlock()
+	testLoader = func(c ...string) (bind.Object, error) { return fakeObject{path: c[0]}, nil }
+	defer func() { testLoader = nil }()
+	r := &countingResource{}
+	h, err := Open(&fakeBackend{name: "cuda"}, 0, WithLibrary("fake-cublas-rollback"), WithWorkspace(r, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	calls()
+	fakeWSErr.Store(7)
+	err = h.SetStream(gpumem.Stream{Handle: 0x5150})
+	fakeWSErr.Store(0)
+	if !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("SetStream with the workspace refused: %v", err)
+	}
+	if s := h.Stream(); s != (gpumem.Stream{}) {
+		t.Errorf("Stream = %v, want the default stream", s)
+	}
+	var c []fakeCall
+	for _, k := range calls() {
+		if k.sym != "cublasGetStatusName" { // naming the status, once per process
+			c = append(c, k)
+		}
+	}
+	if len(c) != 4 {
+		t.Fatalf("SetStream made %v", c)
+	}
+	want(t, c[0], "cublasSetStream_v2", 0xb1a5, 0x5150)
+	want(t, c[1], "cublasSetWorkspace_v2", 0xb1a5, 0xe000, 1<<20)
+	want(t, c[2], "cublasSetStream_v2", 0xb1a5, 0)
+	want(t, c[3], "cublasSetWorkspace_v2", 0xb1a5, 0xe000, 1<<20)
+	if err := h.Close(); err != nil || r.live.Load() != 0 {
+		t.Errorf("Close = %v with %d workspaces live", err, r.live.Load())
 	}
 }

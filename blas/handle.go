@@ -38,6 +38,7 @@ type Handle struct {
 	eng    engine
 	ws     workspace
 	closed bool
+	gone   bool // the engine is destroyed: Close does not destroy it again
 	c      call // the call being made, under mu: no allocation per call
 }
 
@@ -116,6 +117,9 @@ func Open(b gpumem.Backend, dev int, opts ...Option) (*Handle, error) {
 	if o.wsRes != nil && o.wsSize == 0 {
 		return nil, fmt.Errorf("gpumem: blas: Open: a workspace of 0 bytes: %w", gpumem.ErrInvalidValue)
 	}
+	if o.wsRes == nil && o.wsSize != 0 {
+		return nil, fmt.Errorf("gpumem: blas: Open: a workspace of %d bytes from a nil resource: %w", o.wsSize, gpumem.ErrInvalidValue)
+	}
 	eng, err := newEngine(b, dev, o.path)
 	if err != nil {
 		return nil, err
@@ -159,26 +163,50 @@ func newEngine(b gpumem.Backend, dev int, path string) (engine, error) {
 	return nil, fmt.Errorf("gpumem: blas: Open on backend %s: %w", b.Name(), err)
 }
 
-// Device returns the handle's device.
-func (h *Handle) Device() int { return h.dev }
+// Device returns the handle's device (-1 for a nil handle).
+func (h *Handle) Device() int {
+	if h == nil {
+		return -1
+	}
+	return h.dev
+}
 
 // Library describes what runs the handle's calls: the library, its version
-// and file, or "sim".
-func (h *Handle) Library() string { return h.eng.library() }
+// and file, or "sim" ("" for a nil handle).
+func (h *Handle) Library() string {
+	if h == nil {
+		return ""
+	}
+	return h.eng.library()
+}
 
 // Stream returns the stream the handle's calls are queued on.
 func (h *Handle) Stream() gpumem.Stream {
-	h.mu.Lock()
+	if h.lock("Stream") != nil {
+		return gpumem.Stream{}
+	}
 	defer h.mu.Unlock()
 	return h.stream
+}
+
+// lock takes h's mutex, or fails for a nil handle.
+func (h *Handle) lock(routine string) error {
+	if h == nil {
+		return fmt.Errorf("gpumem: blas: %s on a nil handle: %w", routine, gpumem.ErrInvalidValue)
+	}
+	h.mu.Lock()
+	return nil
 }
 
 // SetStream queues the handle's later calls on s, a stream of the handle's
 // device. The workspace, if any, stays the handle's: it is recorded as used
 // on the previous stream (when its allocator tracks streams) and given to
 // the library again where changing streams makes it forget it (cuBLAS).
+// When SetStream fails, the handle's calls stay on the stream they were on.
 func (h *Handle) SetStream(s gpumem.Stream) error {
-	h.mu.Lock()
+	if err := h.lock("SetStream"); err != nil {
+		return err
+	}
 	defer h.mu.Unlock()
 	if h.closed {
 		return h.closedErr("SetStream")
@@ -189,16 +217,26 @@ func (h *Handle) SetStream(s gpumem.Stream) error {
 	if s == h.stream {
 		return nil
 	}
-	if err := h.eng.setStream(s); err != nil {
-		return err
-	}
 	if h.ws.p != 0 {
 		if rec, ok := h.ws.r.(gpumem.StreamRecorder); ok {
 			if err := rec.RecordStream(h.ws.p, h.stream); err != nil {
 				return fmt.Errorf("gpumem: blas: SetStream: workspace: %w", err)
 			}
 		}
+	}
+	if err := h.eng.setStream(s); err != nil {
+		return err
+	}
+	if h.ws.p != 0 {
 		if err := h.eng.setWorkspace(h.ws.p, h.ws.size); err != nil {
+			// Back to the previous stream and its workspace, as before
+			// the call; if the library refuses that, the handle follows
+			// it onto s.
+			if h.eng.setStream(h.stream) == nil {
+				_ = h.eng.setWorkspace(h.ws.p, h.ws.size)
+			} else {
+				h.stream = s
+			}
 			return err
 		}
 	}
@@ -208,20 +246,29 @@ func (h *Handle) SetStream(s gpumem.Stream) error {
 
 // Close destroys the library's handle and returns the workspace to its
 // allocator, ordered on the handle's stream. Calls after Close fail with an
-// error matching gpumem.ErrClosed; a second Close does nothing.
+// error matching gpumem.ErrClosed. A Close that fails keeps what it could
+// not release, and the next Close tries again; after one that succeeded, a
+// second Close does nothing.
 func (h *Handle) Close() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil
+	if err := h.lock("Close"); err != nil {
+		return err
 	}
+	defer h.mu.Unlock()
 	h.closed = true
-	err := h.eng.destroy()
-	if h.ws.p != 0 {
-		if derr := h.ws.r.Deallocate(h.ws.p, h.stream); derr != nil && err == nil {
-			err = fmt.Errorf("gpumem: blas: Close: workspace: %w", derr)
+	var err error
+	if !h.gone {
+		if err = h.eng.destroy(); err == nil {
+			h.gone = true
 		}
-		h.ws.p = 0
+	}
+	if h.ws.p != 0 {
+		if derr := h.ws.r.Deallocate(h.ws.p, h.stream); derr != nil {
+			if err == nil {
+				err = fmt.Errorf("gpumem: blas: Close: workspace: %w", derr)
+			}
+		} else {
+			h.ws.p = 0
+		}
 	}
 	return err
 }

@@ -29,7 +29,9 @@ func (h *Handle) AxpyDevice(t Type, n int, alpha, x gpumem.Ptr, incx int, y gpum
 }
 
 func (h *Handle) axpy(r string, t Type, n int, alpha float64, alphaP gpumem.Ptr, mode PointerMode, x gpumem.Ptr, incx int, y gpumem.Ptr, incy int) error {
-	h.mu.Lock()
+	if err := h.lock(r); err != nil {
+		return err
+	}
 	defer h.mu.Unlock()
 	h.c = call{routine: r, kind: kAxpy, t: t, mode: mode, n: n, alpha: alpha, alphaP: alphaP, x: x, incx: incx, y: y, incy: incy}
 	return h.do()
@@ -76,7 +78,9 @@ func (h *Handle) Nrm2Device(t Type, n int, x gpumem.Ptr, incx int, result gpumem
 }
 
 func (h *Handle) dot(r string, k kind, t Type, n int, x gpumem.Ptr, incx int, y gpumem.Ptr, incy int, res gpumem.Ptr, mode PointerMode) (float64, error) {
-	h.mu.Lock()
+	if err := h.lock(r); err != nil {
+		return 0, err
+	}
 	defer h.mu.Unlock()
 	h.c = call{routine: r, kind: k, t: t, mode: mode, n: n, x: x, incx: incx, y: y, incy: incy, res: res}
 	if err := h.do(); err != nil {
@@ -102,7 +106,9 @@ func (h *Handle) ScalDevice(t Type, n int, alpha, x gpumem.Ptr, incx int) error 
 }
 
 func (h *Handle) scal(r string, t Type, n int, alpha float64, alphaP gpumem.Ptr, mode PointerMode, x gpumem.Ptr, incx int) error {
-	h.mu.Lock()
+	if err := h.lock(r); err != nil {
+		return err
+	}
 	defer h.mu.Unlock()
 	h.c = call{routine: r, kind: kScal, t: t, mode: mode, n: n, alpha: alpha, alphaP: alphaP, x: x, incx: incx}
 	return h.do()
@@ -126,7 +132,9 @@ func (h *Handle) GemvDevice(t Type, trans Transpose, m, n int, alpha, a gpumem.P
 }
 
 func (h *Handle) gemv(c call) error {
-	h.mu.Lock()
+	if err := h.lock(c.routine); err != nil {
+		return err
+	}
 	defer h.mu.Unlock()
 	c.kind = kGemv
 	h.c = c
@@ -165,7 +173,9 @@ func (h *Handle) DgemmStridedBatched(transA, transB Transpose, m, n, k int, alph
 }
 
 func (h *Handle) gemm(c call) error {
-	h.mu.Lock()
+	if err := h.lock(c.routine); err != nil {
+		return err
+	}
 	defer h.mu.Unlock()
 	c.kind = kGemm
 	h.c = c
@@ -177,7 +187,9 @@ func (h *Handle) gemm(c call) error {
 // float32 alpha and beta: cublasGemmEx, hipblasGemmEx, rocblas_gemm_ex.
 // Shapes are Sgemm's.
 func (h *Handle) GemmEx(transA, transB Transpose, m, n, k int, alpha float32, a gpumem.Ptr, lda int, b gpumem.Ptr, ldb int, beta float32, c gpumem.Ptr, ldc int, in, out Type) error {
-	h.mu.Lock()
+	if err := h.lock("GemmEx"); err != nil {
+		return err
+	}
 	defer h.mu.Unlock()
 	h.c = call{routine: "GemmEx", kind: kGemmEx, t: in, out: out, ta: transA, tb: transB, m: m, n: n, k: k, alpha: float64(alpha), a: a, lda: lda, b: b, ldb: ldb, beta: float64(beta), c: c, ldc: ldc}
 	if in != F16 && in != BF16 {

@@ -1,6 +1,7 @@
 package blas
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -74,6 +75,7 @@ type simEngine struct {
 	dev     int
 	stream  gpumem.Stream
 	mod     gpumem.Module
+	loaded  bool // mod is loaded
 	l       *kernel.Launcher
 	scratch gpumem.Ptr
 	args    [8 * numFields]byte
@@ -87,7 +89,7 @@ func openSim(g *sim.GPU, dev int) (*simEngine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gpumem: blas: Open: %w", err)
 	}
-	e := &simEngine{g: g, dev: dev, stream: gpumem.Stream{Device: dev}, mod: mod}
+	e := &simEngine{g: g, dev: dev, stream: gpumem.Stream{Device: dev}, mod: mod, loaded: true}
 	f, err := g.ModuleFunction(mod, simKernelName)
 	if err == nil {
 		e.l, err = kernel.New(g, f, kernel.Struct(8*numFields, 8), kernel.Ptr, kernel.Ptr, kernel.Ptr, kernel.Ptr, kernel.Ptr, kernel.Ptr)
@@ -114,18 +116,28 @@ func (e *simEngine) setStream(s gpumem.Stream) error {
 
 func (e *simEngine) setWorkspace(gpumem.Ptr, uint64) error { return nil }
 
+// destroy releases what the engine holds, forgetting each part as it is
+// released, so that a destroy that failed can be tried again.
 func (e *simEngine) destroy() error {
 	var err error
 	if e.l != nil {
-		err = e.l.Close()
-	}
-	if e.scratch != 0 {
-		if ferr := e.g.Free(e.dev, e.scratch); ferr != nil && err == nil {
-			err = ferr
+		if err = e.l.Close(); err == nil {
+			e.l = nil
 		}
 	}
-	if uerr := e.g.ModuleUnload(e.mod); uerr != nil && err == nil {
-		err = uerr
+	if e.scratch != 0 {
+		if ferr := e.g.Free(e.dev, e.scratch); ferr != nil {
+			err = cmp.Or(err, ferr)
+		} else {
+			e.scratch = 0
+		}
+	}
+	if e.loaded {
+		if uerr := e.g.ModuleUnload(e.mod); uerr != nil {
+			err = cmp.Or(err, uerr)
+		} else {
+			e.loaded = false
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("gpumem: blas: Close: %w", err)
@@ -150,18 +162,18 @@ func (e *simEngine) run(c *call) error {
 	} else if c.kind == kGemv {
 		ptrs[pB], ptrs[pC] = c.x, c.y
 	}
-	// Operands the call does not read are not passed: the launch resolves
-	// every pointer it is given.
+	// Operands the call does not read, device scalars included, are not
+	// passed: the launch resolves every pointer it is given, and the
+	// checks let any pointer stand for one that is not read.
 	switch {
 	case c.kind <= kScal && c.n == 0:
-		ptrs[pA], ptrs[pB] = 0, 0
+		ptrs[pA], ptrs[pB], ptrs[pAlpha] = 0, 0, 0
 	case c.kind == kGemv && (c.m == 0 || c.n == 0):
-		ptrs[pA], ptrs[pB], ptrs[pC] = 0, 0, 0
-	case c.kind >= kGemm && (c.m == 0 || c.n == 0 || c.k == 0):
+		ptrs[pA], ptrs[pB], ptrs[pC], ptrs[pAlpha], ptrs[pBeta] = 0, 0, 0, 0, 0
+	case c.kind >= kGemm && (c.m == 0 || c.n == 0 || c.batches() == 0):
+		ptrs[pA], ptrs[pB], ptrs[pC], ptrs[pAlpha], ptrs[pBeta] = 0, 0, 0, 0, 0
+	case c.kind >= kGemm && c.k == 0:
 		ptrs[pA], ptrs[pB] = 0, 0
-		if c.m == 0 || c.n == 0 {
-			ptrs[pC] = 0
-		}
 	}
 	hostResult := (c.kind == kDot || c.kind == kNrm2) && c.mode == Host
 	if hostResult {
