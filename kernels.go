@@ -63,6 +63,22 @@ func (a FuncAttribute) String() string {
 	return fmt.Sprintf("func_attribute(%d)", int(a))
 }
 
+// ParamInfo is where one kernel parameter lies in the device-side
+// parameter layout, and its size.
+type ParamInfo struct {
+	Offset, Size uint64
+}
+
+// ParamReporter is implemented by the Kernels that can list a kernel's
+// parameters: the CUDA backend from CUDA 12.4 (cuFuncGetParamInfo; older
+// drivers and HIP answer ErrNotSupported) and the simulator. kernel.New
+// checks a declared signature against it, so that a launch never gives the
+// vendor fewer arguments than the kernel reads.
+type ParamReporter interface {
+	// FuncParams returns f's parameters, in order.
+	FuncParams(f Function) ([]ParamInfo, error)
+}
+
 // KernelParams is the vendor's kernel-parameter array (void **kernelParams
 // of cuLaunchKernel and hipModuleLaunchKernel): Count pointers, each to one
 // argument's bytes. The array and the arguments live in memory the Go

@@ -38,9 +38,12 @@
 // Each setter checks the index and the kind against the declared signature,
 // SetStruct the size; Launch refuses while an argument has never been set.
 // A mismatch is an error matching gpumem.ErrInvalidValue, returned before
-// anything reaches the driver. What the kernel itself declares is not
-// checked (its parameter list is not in every module format): the
-// signature given to New must match the kernel's.
+// anything reaches the driver. New also checks the signature against what
+// the kernel itself declares, its parameters' count and sizes, where the
+// backend reports them (gpumem.ParamReporter: CUDA 12.4 and later through
+// cuFuncGetParamInfo, and the simulator); a kernel given fewer arguments
+// than it reads would read memory past the argument array. HIP has no such
+// query: there the signature given to New must match the kernel's.
 //
 // # Concurrency
 //

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -30,7 +31,10 @@ type Launcher struct {
 // Arg per kernel parameter in order, in memory mapped outside the Go heap.
 // A kernel with no parameters takes no Args. A nil k (or a nil pointer in
 // it), a zero f or a bad declaration (an unknown kind, a struct whose size
-// or alignment is impossible) is an error matching gpumem.ErrInvalidValue.
+// or alignment is impossible) is an error matching gpumem.ErrInvalidValue,
+// and so is a signature that differs from the kernel's parameters in count
+// or sizes where k reports them (gpumem.ParamReporter: the simulator, CUDA
+// 12.4 and later).
 func New(k gpumem.Kernels, f gpumem.Function, sig ...Arg) (*Launcher, error) {
 	if rv := reflect.ValueOf(k); k == nil || rv.Kind() == reflect.Pointer && rv.IsNil() {
 		return nil, fmt.Errorf("kernel: New: nil Kernels: %w", gpumem.ErrInvalidValue)
@@ -50,6 +54,11 @@ func New(k gpumem.Kernels, f gpumem.Function, sig ...Arg) (*Launcher, error) {
 		offs[i] = end
 		end += uintptr(a.Size())
 	}
+	if pr, ok := k.(gpumem.ParamReporter); ok {
+		if err := checkParams(pr, f, sig); err != nil {
+			return nil, err
+		}
+	}
 	ps := uintptr(pageSize())
 	size := (end + ps - 1) &^ (ps - 1)
 	if size == 0 {
@@ -65,6 +74,31 @@ func New(k gpumem.Kernels, f gpumem.Function, sig ...Arg) (*Launcher, error) {
 		*(*uintptr)(unsafe.Pointer(&mem[i*8])) = base + off
 	}
 	return l, nil
+}
+
+// checkParams compares the declared signature with the parameters the
+// vendor reports for f: a count or a size that differs would have the
+// vendor read argument bytes that are not there. Where the vendor cannot
+// report them (ErrNotSupported: HIP, CUDA before 12.4) the signature stays
+// the caller's word.
+func checkParams(pr gpumem.ParamReporter, f gpumem.Function, sig []Arg) error {
+	ps, err := pr.FuncParams(f)
+	if errors.Is(err, gpumem.ErrNotSupported) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("kernel: %s: reading its parameters: %w", f.Name, err)
+	}
+	if len(ps) != len(sig) {
+		return fmt.Errorf("kernel: %s takes %d parameters, %d declared: %w", f.Name, len(ps), len(sig), gpumem.ErrInvalidValue)
+	}
+	for i, p := range ps {
+		if uint64(sig[i].Size()) != p.Size {
+			return fmt.Errorf("kernel: %s: parameter %d has %d bytes, declared %s of %d: %w",
+				f.Name, i, p.Size, sig[i], sig[i].Size(), gpumem.ErrInvalidValue)
+		}
+	}
+	return nil
 }
 
 func (l *Launcher) base() uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(l.mem))) }

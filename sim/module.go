@@ -170,7 +170,10 @@ type function struct {
 	maxDyn int     // the dynamic shared memory limit
 }
 
-var _ gpumem.Kernels = (*GPU)(nil)
+var (
+	_ gpumem.Kernels       = (*GPU)(nil)
+	_ gpumem.ParamReporter = (*GPU)(nil)
+)
 
 // ModuleLoadData loads a module on device dev. The image is a simulator
 // image (ModuleImage.Bytes), PTX text, or anything else a compiler makes
@@ -328,6 +331,26 @@ func (g *GPU) lookupFunc(k symtab.Op, h gpumem.Function) (*function, error) {
 		return nil, errf(k, symtab.CUDAInvalidHandle, "function(dev %d, %#x) %q is not a function of a loaded module", h.Device, h.Handle, h.Name)
 	}
 	return f, nil
+}
+
+// FuncParams lists f's parameters as its registration declares them
+// (sim.Kernel.Params), at the offsets of the simulator's copy of a launch's
+// arguments (packed, in order).
+func (g *GPU) FuncParams(h gpumem.Function) ([]gpumem.ParamInfo, error) {
+	if err := g.enter(symtab.FuncGetParamInfo); err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f, err := g.lookupFunc(symtab.FuncGetParamInfo, h)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]gpumem.ParamInfo, len(f.k.Params))
+	for i, p := range f.k.Params {
+		out[i] = gpumem.ParamInfo{Offset: uint64(f.k.off[i]), Size: uint64(p.Size)}
+	}
+	return out, nil
 }
 
 // FuncAttribute reads an attribute of f: MaxThreads, SharedBytes and Regs

@@ -29,13 +29,14 @@ func opSymbol(m symtab.Op) string {
 }
 
 // methodByName maps the names InjectFault and Calls accept (the methods of
-// gpumem.Backend, those of gpumem.Kernels among them, and "Launch") to
+// gpumem.Backend, those of gpumem.Kernels among them, "Launch" and
+// "FuncParams" of gpumem.ParamReporter) to
 // their ids. Other rows of the table (internal operations such as Init) are
 // not the simulator's.
 var methodByName = func() map[string]symtab.Op {
 	bt := reflect.TypeOf((*gpumem.Backend)(nil)).Elem()
 	m := make(map[string]symtab.Op, bt.NumMethod()+1)
-	for _, name := range append(methodNames(bt), opName(symtab.Launch)) {
+	for _, name := range append(methodNames(bt), opName(symtab.Launch), opName(symtab.FuncGetParamInfo)) {
 		r, ok := symtab.Driver.ByName(name)
 		if !ok {
 			panic("sim: gpumem.Backend." + name + " has no row in the driver table")

@@ -46,6 +46,7 @@ type Backend struct {
 var (
 	_ gpumem.Backend       = (*Backend)(nil)
 	_ gpumem.StreamChecker = (*Backend)(nil)
+	_ gpumem.ParamReporter = (*Backend)(nil)
 	_ gpumem.TargetNamer   = (*Backend)(nil)
 )
 

@@ -1,6 +1,7 @@
 package native
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -167,6 +168,38 @@ func (b *Backend) FuncAttribute(f gpumem.Function, a gpumem.FuncAttribute) (int,
 		return 0, err
 	}
 	return int(c.i32(0)), nil
+}
+
+// maxParams bounds the parameters FuncParams asks for: the parameters of a
+// launch take at most 32764 bytes, so no kernel has more than that many.
+const maxParams = 32764
+
+// FuncParams lists f's parameters (cuFuncGetParamInfo, CUDA 12.4+), index
+// after index until the driver answers CUDA_ERROR_INVALID_VALUE: the index
+// past the last parameter.
+func (b *Backend) FuncParams(f gpumem.Function) ([]gpumem.ParamInfo, error) {
+	if f.Handle == 0 {
+		return nil, b.invalid("FuncParams: zero function")
+	}
+	c := getCell()
+	defer putCell(c)
+	var out []gpumem.ParamInfo
+	for i := 0; i < maxParams; i++ {
+		// (CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
+		r, preFailed, err := b.invoke(f.Device, symtab.FuncGetParamInfo, f.Handle, uintptr(i), c.addr(0), c.addr(1), 0, 0)
+		if err != nil {
+			return nil, err
+		}
+		if int32(r) != 0 {
+			err := b.failed(symtab.FuncGetParamInfo, r, preFailed)
+			if !preFailed && errors.Is(err, gpumem.ErrInvalidValue) {
+				return out, nil
+			}
+			return nil, err
+		}
+		out = append(out, gpumem.ParamInfo{Offset: c[0], Size: c[1]})
+	}
+	return nil, b.invalid("FuncParams: %s reports more than %d parameters", f.Name, maxParams)
 }
 
 // FuncSetMaxDynamicSharedMemory sets the dynamic shared-memory limit of f

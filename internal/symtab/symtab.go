@@ -250,6 +250,7 @@ const (
 	LibraryGetGlobal
 	FuncGetAttribute
 	FuncSetAttribute
+	FuncGetParamInfo
 	LaunchKernel
 	OccupancyMaxActiveBlocks
 	OccupancyMaxPotentialBlockSize
@@ -401,6 +402,7 @@ var driverRows = [NumOps]Row{
 	row(LibraryGetGlobal, "LibraryGetGlobal", "cuLibraryGetGlobal", 12000, "", none, Args(4), "CUDA 12.0+: ModuleGlobal in the current context"),
 	row(FuncGetAttribute, "FuncAttribute", "cuFuncGetAttribute", 2020, "hipFuncGetAttribute", none, Args(3), "CUfunction_attribute / hipFunction_attribute: same numbers 0-8"),
 	row(FuncSetAttribute, "FuncSetMaxDynamicSharedMemory", "cuFuncSetAttribute", 9000, "", none, Args(3), "HIP: hipFuncSetAttribute takes a host stub, not a hipFunction_t; the backend checks the limit instead"),
+	row(FuncGetParamInfo, "FuncParams", "cuFuncGetParamInfo", 12040, "", none, Args(4), "CUDA 12.4+: one parameter's offset and size a call, CUDA_ERROR_INVALID_VALUE past the last; HIP has none"),
 	row(LaunchKernel, "LaunchKernel", "cuLaunchKernel", 4000, "hipModuleLaunchKernel", none, Args(11), "11 arguments; kernelParams, extra NULL"),
 	row(OccupancyMaxActiveBlocks, "OccupancyMaxActiveBlocks", "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor", none, Args(4), ""),
 	row(OccupancyMaxPotentialBlockSize, "OccupancyMaxPotentialBlockSize", "cuOccupancyMaxPotentialBlockSize", 6050, "hipModuleOccupancyMaxPotentialBlockSize", none, ArgsPer(6, 5), "Vendors differ: CUDA takes a block-size-to-smem callback (NULL) before the smem, 6 words; HIP does not, 5"),
