@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"testing"
 
@@ -61,6 +62,7 @@ func testKernels(t *testing.T, b gpumem.Backend, dev int) {
 	must(t, b.Memset(sum, 0, 4), "Memset(sum)")
 	s := newStream(t, b, dev, gpumem.StreamNonBlocking)
 
+	checkParams(t, b, saxpy)
 	ls, err := kernel.New(b, saxpy, kernel.Float32, kernel.Ptr, kernel.Ptr, kernel.Uint64)
 	must(t, err, "kernel.New(saxpy)")
 	defer ls.Close()
@@ -143,5 +145,38 @@ func checkSum(t *testing.T, b gpumem.Backend, p gpumem.Ptr, v []float32) {
 	got := float64(math.Float32frombits(binary.LittleEndian.Uint32(readBack(t, b, p, 4))))
 	if tol := 1e-6*mag + 1e-3; math.Abs(got-want) > tol {
 		t.Errorf("reduce_sum = %g, want %g (within %g)", got, want, tol)
+	}
+}
+
+// checkParams reads saxpy's parameters where the backend reports them
+// (gpumem.ParamReporter) and checks that kernel.New refuses a signature
+// one parameter short; a backend that cannot report them says so with
+// ErrNotSupported.
+func checkParams(t *testing.T, b gpumem.Backend, saxpy gpumem.Function) {
+	t.Helper()
+	pr, ok := b.(gpumem.ParamReporter)
+	if !ok {
+		return
+	}
+	ps, err := pr.FuncParams(saxpy)
+	if errors.Is(err, gpumem.ErrNotSupported) {
+		t.Logf("FuncParams: %v", err)
+		return
+	}
+	must(t, err, "FuncParams(saxpy)")
+	want := []uint64{4, 8, 8, 8} // float a, float *x, float *y, size_t n
+	if len(ps) != len(want) {
+		t.Fatalf("saxpy reports %d parameters (%v), want %d", len(ps), ps, len(want))
+	}
+	for i, p := range ps {
+		if p.Size != want[i] || i > 0 && p.Offset < ps[i-1].Offset+ps[i-1].Size {
+			t.Errorf("saxpy's parameter %d: %+v (all: %v)", i, p, ps)
+		}
+	}
+	if l, err := kernel.New(b, saxpy, kernel.Float32, kernel.Ptr, kernel.Ptr); !errors.Is(err, gpumem.ErrInvalidValue) {
+		if l != nil {
+			l.Close()
+		}
+		t.Errorf("kernel.New(saxpy) one parameter short: %v, want ErrInvalidValue", err)
 	}
 }
