@@ -64,21 +64,39 @@ type commEngine interface {
 type Comm struct {
 	mu                sync.Mutex   // serialises calls into the library; guards regs
 	life              sync.RWMutex // shared by every call, exclusive for Close
+	query             sync.RWMutex // shared by AsyncError, exclusive for Abort
 	closed            atomic.Bool  // Close or Abort began: no new calls
+	fin               sync.Mutex   // guards freed
+	freed             bool         // Abort or Close's destroy began: the library's communicator is gone
 	e                 commEngine
 	backend           string
 	nranks, rank, dev int
 	regs              map[*Registration]struct{}
 }
 
-// Count is the number of ranks of the communicator.
-func (c *Comm) Count() int { return c.nranks }
+// Count is the number of ranks of the communicator (0 for a nil *Comm).
+func (c *Comm) Count() int {
+	if c == nil {
+		return 0
+	}
+	return c.nranks
+}
 
-// Rank is this communicator's rank, 0 to Count()-1.
-func (c *Comm) Rank() int { return c.rank }
+// Rank is this communicator's rank, 0 to Count()-1 (-1 for a nil *Comm).
+func (c *Comm) Rank() int {
+	if c == nil {
+		return -1
+	}
+	return c.rank
+}
 
-// Device is the ordinal of the device of this rank.
-func (c *Comm) Device() int { return c.dev }
+// Device is the ordinal of the device of this rank (-1 for a nil *Comm).
+func (c *Comm) Device() int {
+	if c == nil {
+		return -1
+	}
+	return c.dev
+}
 
 // String describes the rank.
 func (c *Comm) String() string {
@@ -173,6 +191,11 @@ func (c *Comm) enter(serial bool) (func(), error) {
 		return c.life.RUnlock, nil
 	}
 	c.mu.Lock()
+	if c.closed.Load() { // Abort ran while this call waited for the one before it
+		c.mu.Unlock()
+		c.life.RUnlock()
+		return nil, errClosed
+	}
 	return func() { c.mu.Unlock(); c.life.RUnlock() }, nil
 }
 
@@ -277,23 +300,36 @@ func (c *Comm) AsyncError() error {
 		return fmt.Errorf("collective: %s: %w", c, err)
 	}
 	defer unlock()
+	// Abort waits for this hold: it does not free the communicator under
+	// the library's call.
+	c.query.RLock()
+	defer c.query.RUnlock()
+	if c.closed.Load() {
+		return fmt.Errorf("collective: %s: %w", c, errClosed)
+	}
 	return c.e.asyncError()
 }
 
 // Abort stops the communicator's work, including work stuck waiting for
 // ranks that will not come, and frees it (ncclCommAbort). It does not wait
 // for a call in progress on another goroutine (it is what releases one);
-// calls begun after it fail with ErrClosed, but a call must not begin
-// concurrently with Abort, as in C. A second Abort, or one after Close,
-// does nothing.
+// calls begun after it, and calls waiting for the one in progress, fail
+// with ErrClosed, but a call must not begin concurrently with Abort, as in
+// C. It waits for AsyncError calls in progress (they do not block). Abort
+// while Close waits for a call stuck in the library aborts the
+// communicator, which releases the call, in Close's stead. A second Abort,
+// or one after Close, does nothing.
 func (c *Comm) Abort() error {
 	if c == nil {
 		return errNilComm
 	}
-	if c.closed.Swap(true) {
+	c.closed.Store(true)
+	if !c.free() {
 		return nil
 	}
+	c.query.Lock()
 	err := c.e.abort()
+	c.query.Unlock()
 	c.mu.Lock()
 	c.regs = nil
 	c.mu.Unlock()
@@ -325,6 +361,9 @@ func (c *Comm) Close() error {
 	}
 	c.life.Lock()
 	defer c.life.Unlock()
+	if !c.free() {
+		return nil // Abort freed it while Close waited
+	}
 	var errs []error
 	for r := range c.regs {
 		errs = append(errs, c.e.deregister(r.h))
@@ -332,6 +371,18 @@ func (c *Comm) Close() error {
 	c.regs = nil
 	errs = append(errs, c.e.destroy())
 	return errors.Join(errs...)
+}
+
+// free reports whether the caller is the one to free the library's
+// communicator (Abort or Close, whichever comes first).
+func (c *Comm) free() bool {
+	c.fin.Lock()
+	defer c.fin.Unlock()
+	if c.freed {
+		return false
+	}
+	c.freed = true
+	return true
 }
 
 // Registration is a buffer registered with a communicator for zero-copy
@@ -370,8 +421,12 @@ func (c *Comm) Register(p gpumem.Ptr, size uint64) (*Registration, error) {
 }
 
 // Close deregisters the buffer (ncclCommDeregister). A second Close, or one
-// after the communicator's, does nothing.
+// after the communicator's, does nothing; Close of a nil *Registration is
+// an error matching gpumem.ErrInvalidValue.
 func (r *Registration) Close() error {
+	if r == nil {
+		return fmt.Errorf("collective: nil Registration: %w", gpumem.ErrInvalidValue)
+	}
 	c := r.c
 	unlock, err := c.enter(true)
 	if err != nil {

@@ -151,7 +151,8 @@ func checkDevices(b gpumem.Backend, devs []int) error {
 // InitRank makes this process's rank of a communicator of nranks ranks
 // named by id, on device dev (ncclCommInitRank). It returns when all
 // nranks ranks have joined: each rank calls it from its own process, or
-// goroutine.
+// goroutine. On the simulator every rank is a device of one GPU, so nranks
+// may not exceed its device count.
 func InitRank(b gpumem.Backend, dev, nranks int, id UniqueID, rank int) (*Comm, error) {
 	e, err := engineOf(b)
 	if err != nil {
@@ -168,6 +169,11 @@ func InitRank(b gpumem.Backend, dev, nranks int, id UniqueID, rank int) (*Comm, 
 		return nil, fmt.Errorf("collective: InitRank of %d ranks: %w", nranks, gpumem.ErrInvalidValue)
 	case rank < 0 || rank >= nranks:
 		return nil, fmt.Errorf("collective: rank %d of %d: %w", rank, nranks, gpumem.ErrInvalidValue)
+	}
+	if _, ok := e.(*simEngine); ok && nranks > n {
+		// Every rank is a distinct device of one simulated GPU: more
+		// ranks than devices would wait for ever.
+		return nil, fmt.Errorf("collective: InitRank of %d ranks on the simulator's %d devices (one rank per device): %w", nranks, n, gpumem.ErrInvalidValue)
 	}
 	ce, err := e.initRank(dev, nranks, &id, rank)
 	if err != nil {

@@ -53,7 +53,7 @@ const (
 var fake struct {
 	once sync.Once
 	dir  string
-	lib  *bind.Lib // fake_set_current, fake_calls, fake_set_async
+	lib  *bind.Lib // fake_set_current, fake_calls, fake_set_async, fake_state
 	err  error
 }
 
@@ -91,7 +91,8 @@ func openFake(t *testing.T) *bind.Lib {
 			Table: bind.NewTable("fake",
 				bind.Func{Op: "SetCurrent", Symbol: bind.Symbols("fake_set_current", ""), Args: bind.Args(1), Required: bind.CUDAOnly},
 				bind.Func{Op: "Calls", Symbol: bind.Symbols("fake_calls", ""), Args: bind.Args(2), Required: bind.CUDAOnly},
-				bind.Func{Op: "SetAsync", Symbol: bind.Symbols("fake_set_async", ""), Args: bind.Args(1), Required: bind.CUDAOnly}),
+				bind.Func{Op: "SetAsync", Symbol: bind.Symbols("fake_set_async", ""), Args: bind.Args(1), Required: bind.CUDAOnly},
+				bind.Func{Op: "State", Symbol: bind.Symbols("fake_state", ""), Args: bind.Args(1), Required: bind.CUDAOnly}),
 		}, bind.CUDA)
 	})
 	if fake.err != nil {

@@ -60,13 +60,16 @@ var fake struct {
 	initCode uintptr
 	missing  map[string]bool // symbols the fake library lacks
 	v6       bool            // ROCm: the 6.x layout of rsmi_frequencies_t
-	calls    atomic.Int64
+	// procCount, when not 0, is the count NVML's process list reports on
+	// success, whatever the buffer held (a library that misreports).
+	procCount uint32
+	calls     atomic.Int64
 }
 
 func setFake(devs []fakeDev, missing ...string) {
 	fake.mu.Lock()
 	defer fake.mu.Unlock()
-	fake.devs, fake.initCode, fake.v6 = devs, 0, false
+	fake.devs, fake.initCode, fake.v6, fake.procCount = devs, 0, false, 0
 	fake.missing = map[string]bool{}
 	for _, m := range missing {
 		fake.missing[m] = true
@@ -397,6 +400,9 @@ func fakeProcs(h, count, infos uintptr) uintptr {
 		put64(rec+8, p[1])
 		put32(rec+16, 0xFFFFFFFF)
 		put32(rec+20, 0xFFFFFFFF)
+	}
+	if fake.procCount != 0 {
+		put32(count, fake.procCount)
 	}
 	return 0
 }

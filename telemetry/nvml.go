@@ -306,7 +306,7 @@ func (e *nvmlEngine) processes(i int) ([]Process, error) {
 		runtime.KeepAlive(count)
 		runtime.KeepAlive(buf)
 		if err == nil {
-			out := make([]Process, 0, count[0])
+			out := make([]Process, 0, min(count[0], n))
 			for k := 0; k < int(count[0]) && k < int(n); k++ {
 				rec := buf[k*nvmlProcessInfoSize:]
 				p := Process{PID: int(le32(rec)), UsedBytes: le64(rec[8:])}

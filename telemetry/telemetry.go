@@ -103,7 +103,8 @@ type engine interface {
 }
 
 // Telemetry reads a backend's devices' telemetry. Its methods are safe for
-// concurrent use.
+// concurrent use. The methods of a nil *Telemetry return errors matching
+// gpumem.ErrInvalidValue, and zero values where they return no error.
 type Telemetry struct {
 	mu     sync.RWMutex // held for reading by calls, for writing by Close
 	eng    engine
@@ -190,17 +191,40 @@ func vendorOf(b gpumem.Backend) (bind.Vendor, bool) {
 
 // Backend returns the name of the telemetry's source: "nvml", "rocm_smi"
 // or "sim".
-func (t *Telemetry) Backend() string { return t.eng.name() }
+func (t *Telemetry) Backend() string {
+	if t == nil {
+		return ""
+	}
+	return t.eng.name()
+}
 
 // Library returns the file of the library loaded ("" for the simulator).
-func (t *Telemetry) Library() string { return t.eng.library() }
+func (t *Telemetry) Library() string {
+	if t == nil {
+		return ""
+	}
+	return t.eng.library()
+}
 
 // DeviceCount returns the number of devices.
-func (t *Telemetry) DeviceCount() int { return t.n }
+func (t *Telemetry) DeviceCount() int {
+	if t == nil {
+		return 0
+	}
+	return t.n
+}
 
 // Notes returns what Open noted of the mapping of devices (an ordinal
 // taken for the library's index), or nil.
-func (t *Telemetry) Notes() []string { return append([]string(nil), t.notes...) }
+func (t *Telemetry) Notes() []string {
+	if t == nil {
+		return nil
+	}
+	return append([]string(nil), t.notes...)
+}
+
+// errNilTelemetry is the error of the methods of a nil *Telemetry.
+var errNilTelemetry = fmt.Errorf("gpumem: telemetry: nil Telemetry: %w", gpumem.ErrInvalidValue)
 
 func (t *Telemetry) enter(dev int) error {
 	if t.closed {
@@ -216,6 +240,9 @@ func (t *Telemetry) enter(dev int) error {
 // lacks are left out of Supported; an error means not even the memory
 // could be read.
 func (t *Telemetry) Device(dev int) (DeviceStats, error) {
+	if t == nil {
+		return DeviceStats{}, errNilTelemetry
+	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if err := t.enter(dev); err != nil {
@@ -231,6 +258,9 @@ func (t *Telemetry) Device(dev int) (DeviceStats, error) {
 // processes of other PID namespaces by PIDs this process cannot see, or
 // not at all.
 func (t *Telemetry) Processes(dev int) ([]Process, error) {
+	if t == nil {
+		return nil, errNilTelemetry
+	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if err := t.enter(dev); err != nil {
@@ -280,6 +310,9 @@ func (t *Telemetry) Others(dev int) (bytes uint64, procs []Process, err error) {
 // users in the process keep theirs). Calls after Close fail with an error
 // matching gpumem.ErrClosed; a second Close does nothing.
 func (t *Telemetry) Close() error {
+	if t == nil {
+		return errNilTelemetry
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {

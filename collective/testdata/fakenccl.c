@@ -94,13 +94,37 @@ int ncclCommDestroy(void *comm) { rec(F_DESTROY)->a[0] = (uintptr_t)comm; return
 /* An all-reduce of 777 elements waits, as one whose peer failed would,
  * until ncclCommAbort is called (from another thread), and then fails with
  * ncclRemoteError. */
-static int abort_flag;
+static int abort_flag, aborts, in_async;
 int ncclCommAbort(void *comm) {
 	rec(F_ABORT)->a[0] = (uintptr_t)comm;
+	__atomic_add_fetch(&aborts, 1, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&abort_flag, 1, __ATOMIC_SEQ_CST);
 	return 0;
 }
-int ncclCommGetAsyncError(void *comm, int *status) { (void)comm; *status = async_status; return 0; }
+/* With the asynchronous status set to SLOW_ASYNC, ncclCommGetAsyncError
+ * stays in the library for 200 ms and fails with ncclInternalError if a
+ * communicator was aborted meanwhile: a real library would have read freed
+ * memory. */
+enum { SLOW_ASYNC = 1000 };
+int ncclCommGetAsyncError(void *comm, int *status) {
+	(void)comm;
+	if (async_status != SLOW_ASYNC) {
+		*status = async_status;
+		return 0;
+	}
+	int before = __atomic_load_n(&aborts, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&in_async, 1, __ATOMIC_SEQ_CST);
+	usleep(200000);
+	__atomic_store_n(&in_async, 0, __ATOMIC_SEQ_CST);
+	*status = 0;
+	return __atomic_load_n(&aborts, __ATOMIC_SEQ_CST) != before ? 3 : 0;
+}
+/* fake_state reports whether a slow ncclCommGetAsyncError is in the
+ * library; with clear set it also forgets an abort no stuck call took. */
+int fake_state(int clear) {
+	if (clear) __atomic_store_n(&abort_flag, 0, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&in_async, __ATOMIC_SEQ_CST);
+}
 int ncclCommCount(const void *comm, int *n) { *n = (int)((const struct comm *)comm)->nranks; return 0; }
 int ncclCommCuDevice(const void *comm, int *d) { *d = (int)((const struct comm *)comm)->dev; return 0; }
 int ncclCommUserRank(const void *comm, int *r) { *r = (int)((const struct comm *)comm)->rank; return 0; }
