@@ -173,6 +173,7 @@ func checkParams(t *testing.T, b gpumem.Backend, saxpy gpumem.Function) {
 			t.Errorf("saxpy's parameter %d: %+v (all: %v)", i, p, ps)
 		}
 	}
+	t.Logf("saxpy's parameters as %s reports them: %v", b.Name(), ps)
 	if l, err := kernel.New(b, saxpy, kernel.Float32, kernel.Ptr, kernel.Ptr); !errors.Is(err, gpumem.ErrInvalidValue) {
 		if l != nil {
 			l.Close()
