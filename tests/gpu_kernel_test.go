@@ -417,6 +417,46 @@ func TestGPUKernelErrors(t *testing.T) {
 	if err := g.b.StreamSynchronize(g.s); err != nil {
 		t.Errorf("the stream is broken after refused launches: %v", err)
 	}
+	checkSaxpyParams(t, g)
+}
+
+// checkSaxpyParams: the driver reports saxpy's four parameters (CUDA 12.4
+// and later), and kernel.New refuses a signature short of one, or with a
+// parameter of another size, before any launch could read past the array.
+func checkSaxpyParams(t *testing.T, g *gpuKernels) {
+	pr, ok := g.k.(gpumem.ParamReporter)
+	if !ok {
+		t.Fatal("the CUDA backend does not implement gpumem.ParamReporter")
+	}
+	f := g.fn(t, "saxpy")
+	ps, err := pr.FuncParams(f)
+	if errors.Is(err, gpumem.ErrNotSupported) {
+		t.Skipf("FuncParams: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("saxpy's parameters as the driver reports them: %v", ps)
+	want := []gpumem.ParamInfo{{Offset: 0, Size: 8}, {Offset: 8, Size: 8}, {Offset: 16, Size: 4}, {Offset: 20, Size: 4}}
+	if len(ps) != len(want) {
+		t.Fatalf("%d parameters, want %v", len(ps), want)
+	}
+	for i := range want {
+		if ps[i] != want[i] {
+			t.Errorf("parameter %d: %+v, want %+v", i, ps[i], want[i])
+		}
+	}
+	for _, sig := range [][]kernel.Arg{
+		{kernel.Ptr, kernel.Ptr, kernel.Float32},
+		{kernel.Ptr, kernel.Ptr, kernel.Float32, kernel.Uint64},
+	} {
+		if l, err := kernel.New(g.k, f, sig...); !errors.Is(err, gpumem.ErrInvalidValue) {
+			if l != nil {
+				l.Close()
+			}
+			t.Errorf("kernel.New(saxpy, %v): %v, want ErrInvalidValue", sig, err)
+		}
+	}
 }
 
 func TestGPUKernelNoAllocations(t *testing.T) {
