@@ -431,7 +431,8 @@ func checkSaxpyParams(t *testing.T, g *gpuKernels) {
 	f := g.fn(t, "saxpy")
 	ps, err := pr.FuncParams(f)
 	if errors.Is(err, gpumem.ErrNotSupported) {
-		t.Skipf("FuncParams: %v", err)
+		t.Logf("FuncParams (a driver before CUDA 12.4): %v", err)
+		return
 	}
 	if err != nil {
 		t.Fatal(err)
