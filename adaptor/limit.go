@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/nilcheck"
 	"github.com/gpumem/gpumem/internal/oomhooks"
 )
 
@@ -91,7 +92,7 @@ func NewLimitFraction(up gpumem.Allocator, b gpumem.Backend, fraction float64, o
 	if err := checkUpstream(up, "adaptor.Limit"); err != nil {
 		return nil, err
 	}
-	if isNil(b) || !(fraction > 0 && fraction <= 1) {
+	if nilcheck.Is(b) || !(fraction > 0 && fraction <= 1) {
 		return nil, fmt.Errorf("adaptor.Limit: fraction %v (want (0, 1]) or nil backend: %w", fraction, gpumem.ErrInvalidValue)
 	}
 	n, err := b.DeviceCount()

@@ -4,10 +4,10 @@ package adaptor
 
 import (
 	"fmt"
-	"reflect"
 	"sync/atomic"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/nilcheck"
 )
 
 // link is what every adaptor shares: its upstream and whether it is closed.
@@ -19,16 +19,10 @@ type link struct {
 
 // checkUpstream refuses a nil upstream.
 func checkUpstream(up gpumem.Allocator, name string) error {
-	if isNil(up) {
+	if nilcheck.Is(up) {
 		return fmt.Errorf("%s: nil upstream: %w", name, gpumem.ErrInvalidValue)
 	}
 	return nil
-}
-
-// isNil reports whether v is nil or a nil pointer in an interface.
-func isNil(v any) bool {
-	rv := reflect.ValueOf(v)
-	return v == nil || rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // errClosed is the error of every call after Close.

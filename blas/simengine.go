@@ -74,8 +74,7 @@ type simEngine struct {
 	g       *sim.GPU
 	dev     int
 	stream  gpumem.Stream
-	mod     gpumem.Module
-	loaded  bool // mod is loaded
+	mod     gpumem.Module // zero once unloaded
 	l       *kernel.Launcher
 	scratch gpumem.Ptr
 	args    [8 * numFields]byte
@@ -89,7 +88,7 @@ func openSim(g *sim.GPU, dev int) (*simEngine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gpumem: blas: Open: %w", err)
 	}
-	e := &simEngine{g: g, dev: dev, stream: gpumem.Stream{Device: dev}, mod: mod, loaded: true}
+	e := &simEngine{g: g, dev: dev, stream: gpumem.Stream{Device: dev}, mod: mod}
 	f, err := g.ModuleFunction(mod, simKernelName)
 	if err == nil {
 		e.l, err = kernel.New(g, f, kernel.Struct(8*numFields, 8), kernel.Ptr, kernel.Ptr, kernel.Ptr, kernel.Ptr, kernel.Ptr, kernel.Ptr)
@@ -132,11 +131,11 @@ func (e *simEngine) destroy() error {
 			e.scratch = 0
 		}
 	}
-	if e.loaded {
+	if e.mod.Handle != 0 {
 		if uerr := e.g.ModuleUnload(e.mod); uerr != nil {
 			err = cmp.Or(err, uerr)
 		} else {
-			e.loaded = false
+			e.mod = gpumem.Module{}
 		}
 	}
 	if err != nil {

@@ -56,6 +56,8 @@
 //	wake.go      Wake: memory mapped back at the same addresses, contents restored
 //	borrow.go    expandable segments borrowing another stream's mapped memory
 //	expandable_unmap.go  expandable segments' physical allocations unmapped
+//	physical.go  physical memory made and mapped (virtual memory API)
+//	orphans.go   physical memory and ranges whose release the device refused
 //	expandable.go, growable.go, capture.go, options.go, conf.go, register.go
 //
 // # Allocation path (Allocate)

@@ -322,16 +322,15 @@ func (d *device) mapHandleLocked(seg *segment, i, n uint64) error {
 	e := seg.exp
 	addr, size := seg.addr.Add(i*e.chunk), n*e.chunk
 	var h gpumem.MemHandle
+	var err error
 	if k := len(d.kept); k > 0 && n == 1 {
 		h, d.kept = d.kept[k-1], d.kept[:k-1]
+		err = d.mapLocked(addr, size, h)
 	} else {
-		var err error
-		if h, err = d.a.b.MemCreate(d.id, size); err != nil {
-			return fmt.Errorf("caching: creating %s of physical memory on device %d: %w", gpumem.FormatBytes(size), d.id, err)
-		}
+		h, err = d.mapNewLocked(addr, size)
 	}
-	if err := d.a.b.MemMap(addr, size, 0, h); err != nil {
-		return errors.Join(fmt.Errorf("caching: mapping %#x: %w", uintptr(addr), err), d.releaseHandleLocked(h, size))
+	if err != nil {
+		return fmt.Errorf("caching: device %d: %w", d.id, err)
 	}
 	for k := i; k < i+n; k++ {
 		e.handles[k], e.mapped[k] = h, true

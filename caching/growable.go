@@ -66,12 +66,9 @@ func (d *device) allocGrowableLocked(segSize uint64) (gpumem.Ptr, *growable, err
 // mapPhysicalLocked creates n bytes of physical memory on the device and maps
 // them read-write at addr, undoing what it did on failure. d.mu must be held.
 func (d *device) mapPhysicalLocked(addr gpumem.Ptr, n uint64) (gpumem.MemHandle, error) {
-	h, err := d.a.b.MemCreate(d.id, n)
+	h, err := d.mapNewLocked(addr, n)
 	if err != nil {
 		return gpumem.MemHandle{}, err
-	}
-	if err := d.a.b.MemMap(addr, n, 0, h); err != nil {
-		return gpumem.MemHandle{}, errors.Join(err, d.releaseHandleLocked(h, n))
 	}
 	if err := d.a.b.MemSetAccess(addr, n, d.id, gpumem.AccessReadWrite); err != nil {
 		// Released even if the unmap fails: the driver frees it with its

@@ -12,12 +12,6 @@ import (
 // and Close try again, reporting what still fails; so a transient failure
 // leaks nothing past Close.
 
-// physical is a physical allocation (MemCreate) of size bytes.
-type physical struct {
-	h    gpumem.MemHandle
-	size uint64
-}
-
 // orphanRange is a virtual range whose MemAddressFree failed.
 type orphanRange struct {
 	addr gpumem.Ptr

@@ -130,12 +130,9 @@ func (d *device) mapSleepingLocked(segs []*segment, done *[]chunkRef) error {
 			j := i
 			for ; j < n && e.sleeping[j]; j++ {
 				addr := seg.addr.Add(j * e.chunk)
-				h, err := d.a.b.MemCreate(d.id, e.chunk)
+				h, err := d.mapNewLocked(addr, e.chunk)
 				if err != nil {
-					return fmt.Errorf("creating %s of physical memory: %w", gpumem.FormatBytes(e.chunk), err)
-				}
-				if err := d.a.b.MemMap(addr, e.chunk, 0, h); err != nil {
-					return errors.Join(fmt.Errorf("mapping %#x: %w", uintptr(addr), err), d.releaseHandleLocked(h, e.chunk))
+					return err
 				}
 				e.handles[j], e.sleeping[j], e.span[j] = h, false, 1
 				d.stats.AsleepBytes -= int64(e.chunk)

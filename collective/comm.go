@@ -66,8 +66,7 @@ type Comm struct {
 	life              sync.RWMutex // shared by every call, exclusive for Close
 	query             sync.RWMutex // shared by AsyncError, exclusive for Abort
 	closed            atomic.Bool  // Close or Abort began: no new calls
-	fin               sync.Mutex   // guards freed
-	freed             bool         // Abort or Close's destroy began: the library's communicator is gone
+	freed             atomic.Bool  // Abort or Close's destroy began: the library's communicator is gone
 	e                 commEngine
 	backend           string
 	nranks, rank, dev int
@@ -375,15 +374,7 @@ func (c *Comm) Close() error {
 
 // free reports whether the caller is the one to free the library's
 // communicator (Abort or Close, whichever comes first).
-func (c *Comm) free() bool {
-	c.fin.Lock()
-	defer c.fin.Unlock()
-	if c.freed {
-		return false
-	}
-	c.freed = true
-	return true
-}
+func (c *Comm) free() bool { return c.freed.CompareAndSwap(false, true) }
 
 // Registration is a buffer registered with a communicator for zero-copy
 // transfers (ncclCommRegister).

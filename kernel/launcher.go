@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
 	"sync"
 	"unsafe"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/nilcheck"
 )
 
 // Launcher launches one kernel with arguments set through typed setters.
@@ -36,7 +36,7 @@ type Launcher struct {
 // or sizes where k reports them (gpumem.ParamReporter: the simulator, CUDA
 // 12.4 and later).
 func New(k gpumem.Kernels, f gpumem.Function, sig ...Arg) (*Launcher, error) {
-	if rv := reflect.ValueOf(k); k == nil || rv.Kind() == reflect.Pointer && rv.IsNil() {
+	if nilcheck.Is(k) {
 		return nil, fmt.Errorf("kernel: New: nil Kernels: %w", gpumem.ErrInvalidValue)
 	}
 	if f.Handle == 0 {

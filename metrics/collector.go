@@ -3,11 +3,11 @@ package metrics
 import (
 	"fmt"
 	"math"
-	"reflect"
 	"sort"
 	"strconv"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/nilcheck"
 )
 
 // Family describes one metric family: its name, its type ("gauge" or
@@ -91,13 +91,6 @@ func (r *Registry) Gather() []MetricFamily {
 	return out
 }
 
-// isNilPointer reports whether v holds a nil pointer (a typed nil in an
-// interface).
-func isNilPointer(v any) bool {
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
-}
-
 // allocatorCollector is AllocatorCollector's collector.
 type allocatorCollector struct {
 	src     Source
@@ -110,7 +103,7 @@ type allocatorCollector struct {
 // device or a device listed twice is an error matching
 // gpumem.ErrInvalidValue.
 func AllocatorCollector(src Source, devices []int) (Collector, error) {
-	if src == nil || isNilPointer(src) {
+	if nilcheck.Is(src) {
 		return nil, fmt.Errorf("metrics: nil source: %w", gpumem.ErrInvalidValue)
 	}
 	if len(devices) == 0 {

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/nilcheck"
 )
 
 // Source is anything that reports per-device statistics: every allocator of
@@ -67,7 +68,7 @@ func (r *Registry) AddCollector(name string, c Collector) error {
 	if name == "" {
 		return fmt.Errorf("metrics: add: empty name: %w", gpumem.ErrInvalidValue)
 	}
-	if c == nil || isNilPointer(c) {
+	if nilcheck.Is(c) {
 		return fmt.Errorf("metrics: add %q: nil collector: %w", name, gpumem.ErrInvalidValue)
 	}
 	if err := checkFamilies(c.Families()); err != nil {

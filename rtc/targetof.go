@@ -2,9 +2,9 @@ package rtc
 
 import (
 	"fmt"
-	"reflect"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/nilcheck"
 )
 
 // TargetOf names the compile target of device dev of b, as the backend
@@ -15,7 +15,7 @@ import (
 // wrapper that hides the capability) gives an error matching
 // gpumem.ErrNotSupported: give the target explicitly.
 func TargetOf(b gpumem.Backend, dev int) (string, error) {
-	if rv := reflect.ValueOf(b); b == nil || rv.Kind() == reflect.Pointer && rv.IsNil() {
+	if nilcheck.Is(b) {
 		return "", fmt.Errorf("rtc: TargetOf: nil backend: %w", gpumem.ErrInvalidValue)
 	}
 	tn, ok := b.(gpumem.TargetNamer)
