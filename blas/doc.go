@@ -69,4 +69,17 @@
 // A Handle is safe for use from many goroutines: a mutex holds its stream,
 // its pointer mode and the call together, as the libraries' handles need.
 // Goroutines that want their calls to overlap use a handle each.
+//
+// # Workspaces and streams
+//
+// The libraries' kernels write their workspace, so a workspace given with
+// WithWorkspace is never shared between streams: each stream the handle
+// queues calls on gets its own, allocated on it when SetStream first moves
+// there (as PyTorch keeps one cuBLAS workspace per handle and stream).
+// Kernels still running on the stream the handle left cannot race with
+// those queued on the new one, and no ordering between the two streams is
+// added. The workspaces of at most WithWorkspaceStreams streams are kept;
+// beyond that the least recently used goes back to its allocator, ordered
+// on its stream. A program that destroys streams calls ReleaseStream
+// first, so that nothing is later ordered on a stream that is gone.
 package blas

@@ -2,6 +2,8 @@ package blas_test
 
 import (
 	"errors"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -12,30 +14,48 @@ import (
 
 var errInjected = errors.New("injected")
 
-// simResource allocates from the simulator directly; its Deallocate and
-// RecordStream fail while told to.
+// simResource allocates from the simulator directly; its Allocate and
+// Deallocate fail while told to. It logs the stream of every call.
 type simResource struct {
-	g          *sim.GPU
-	failFree   atomic.Int32 // Deallocates still to fail
-	failRecord bool
+	g         *sim.GPU
+	failAlloc bool
+	failFree  atomic.Int32 // Deallocates still to fail
+	mu        sync.Mutex
+	log       []string // "alloc p s", "free p s"
 }
 
 func (r *simResource) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
-	return r.g.Malloc(s.Device, size)
+	if r.failAlloc {
+		return 0, errInjected
+	}
+	p, err := r.g.Malloc(s.Device, size)
+	if err == nil {
+		r.note("alloc", p, s)
+	}
+	return p, err
 }
 
 func (r *simResource) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 	if r.failFree.Add(-1) >= 0 {
 		return errInjected
 	}
+	r.note("free", p, s)
 	return r.g.Free(s.Device, p)
 }
 
-func (r *simResource) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
-	if r.failRecord {
-		return errInjected
-	}
-	return nil
+func (r *simResource) note(op string, p gpumem.Ptr, s gpumem.Stream) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.log = append(r.log, fmt.Sprintf("%s %#x %#x", op, p, s.Handle))
+}
+
+// take returns the calls logged since the last take.
+func (r *simResource) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.log
+	r.log = nil
+	return l
 }
 
 // A Close the device refuses keeps what it could not release: calls are
@@ -80,11 +100,12 @@ func TestCloseRetriesWhatFailed(t *testing.T) {
 // on, where Stream says they are.
 func TestSetStreamFailureKeepsStream(t *testing.T) {
 	g := newGPU(t)
-	r := &simResource{g: g, failRecord: true}
+	r := &simResource{g: g}
 	h := openHandle(t, g, blas.WithWorkspace(r, 4096))
+	r.failAlloc = true
 	unknown := gpumem.Stream{Handle: 12345}
 	if err := h.SetStream(unknown); !errors.Is(err, errInjected) {
-		t.Fatalf("SetStream with the workspace's RecordStream failing: %v", err)
+		t.Fatalf("SetStream with the new stream's workspace refused: %v", err)
 	}
 	if s := h.Stream(); s != (gpumem.Stream{}) {
 		t.Errorf("Stream = %v after a failed SetStream, want the default stream", s)

@@ -289,12 +289,13 @@ func TestNativeWorkspaceAndStream(t *testing.T) {
 	}
 }
 
-// countingResource hands out fake addresses.
-type countingResource struct{ live atomic.Int64 }
+// countingResource hands out fake addresses: 0xe000, then 0xf000, and so
+// on, one page apart.
+type countingResource struct{ live, made atomic.Int64 }
 
 func (r *countingResource) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 	r.live.Add(1)
-	return 0xe000, nil
+	return gpumem.Ptr(0xe000 + 0x1000*(r.made.Add(1)-1)), nil
 }
 func (r *countingResource) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 	r.live.Add(-1)
@@ -437,7 +438,7 @@ func TestNativeSetStreamRollsBack(t *testing.T) {
 		t.Fatalf("SetStream made %v", c)
 	}
 	want(t, c[0], "cublasSetStream_v2", 0xb1a5, 0x5150)
-	want(t, c[1], "cublasSetWorkspace_v2", 0xb1a5, 0xe000, 1<<20)
+	want(t, c[1], "cublasSetWorkspace_v2", 0xb1a5, 0xf000, 1<<20) // the new stream's own
 	want(t, c[2], "cublasSetStream_v2", 0xb1a5, 0)
 	want(t, c[3], "cublasSetWorkspace_v2", 0xb1a5, 0xe000, 1<<20)
 	if err := h.Close(); err != nil || r.live.Load() != 0 {

@@ -36,27 +36,23 @@ type Handle struct {
 	dev    int
 	stream gpumem.Stream
 	eng    engine
-	ws     workspace
+	ws     workspaces
 	closed bool
 	gone   bool // the engine is destroyed: Close does not destroy it again
 	c      call // the call being made, under mu: no allocation per call
-}
-
-type workspace struct {
-	r    gpumem.Resource
-	p    gpumem.Ptr
-	size uint64
 }
 
 // Option configures Open.
 type Option func(*options)
 
 type options struct {
-	stream  gpumem.Stream
-	hasStrm bool
-	wsRes   gpumem.Resource
-	wsSize  uint64
-	path    string
+	stream   gpumem.Stream
+	hasStrm  bool
+	wsRes    gpumem.Resource
+	wsSize   uint64
+	wsMax    int
+	wsMaxSet bool
+	path     string
 }
 
 // WithStream queues the handle's calls on s (a stream of the handle's
@@ -65,14 +61,28 @@ func WithStream(s gpumem.Stream) Option {
 	return func(o *options) { o.stream, o.hasStrm = s, true }
 }
 
-// WithWorkspace gives the library a workspace of size bytes from r (any
-// gpumem allocator: the caching allocator, a pool), allocated on the
-// handle's stream at Open and returned at Close, in place of the memory the
-// library would otherwise set aside itself. cuBLAS (11+), rocBLAS and
-// hipBLAS 3.0+ take one; with another library Open fails with an error
-// matching gpumem.ErrNotSupported. The simulator accepts and ignores it.
+// WithWorkspace gives the library workspaces of size bytes from r (any
+// gpumem allocator: the caching allocator, a pool) in place of the memory
+// the library would otherwise set aside itself: one for each stream the
+// handle queues calls on, allocated on that stream when the handle first
+// uses it (at Open for the first) and returned, ordered on it, at Close,
+// by ReleaseStream, or when more streams than WithWorkspaceStreams allows
+// have one. A workspace is written by the library's kernels, so two
+// streams never share one: kernels still running on one stream cannot race
+// with those of the next. cuBLAS (11+), rocBLAS and hipBLAS 3.0+ take one;
+// with another library Open fails with an error matching
+// gpumem.ErrNotSupported. The simulator accepts and ignores it.
 func WithWorkspace(r gpumem.Resource, size uint64) Option {
 	return func(o *options) { o.wsRes, o.wsSize = r, size }
+}
+
+// WithWorkspaceStreams keeps the workspaces of at most n streams (n >= 1;
+// DefaultWorkspaceStreams without it): when the handle moves to a stream
+// beyond n, the workspace of the stream it used least recently goes back
+// to its allocator, ordered on that stream, and that stream gets a new one
+// if the handle comes back to it.
+func WithWorkspaceStreams(n int) Option {
+	return func(o *options) { o.wsMax, o.wsMaxSet = n, true }
 }
 
 // WithLibrary loads the BLAS library from path (a file or a soname)
@@ -120,6 +130,12 @@ func Open(b gpumem.Backend, dev int, opts ...Option) (*Handle, error) {
 	if o.wsRes == nil && o.wsSize != 0 {
 		return nil, fmt.Errorf("gpumem: blas: Open: a workspace of %d bytes from a nil resource: %w", o.wsSize, gpumem.ErrInvalidValue)
 	}
+	if o.wsMaxSet && o.wsMax < 1 {
+		return nil, fmt.Errorf("gpumem: blas: Open: workspaces for %d streams; at least 1: %w", o.wsMax, gpumem.ErrInvalidValue)
+	}
+	if !o.wsMaxSet {
+		o.wsMax = DefaultWorkspaceStreams
+	}
 	eng, err := newEngine(b, dev, o.path)
 	if err != nil {
 		return nil, err
@@ -132,18 +148,19 @@ func Open(b gpumem.Backend, dev int, opts ...Option) (*Handle, error) {
 		}
 		h.stream = stream
 	}
-	if o.wsRes != nil {
-		p, err := o.wsRes.Allocate(o.wsSize, stream)
+	h.ws = workspaces{r: o.wsRes, size: o.wsSize, max: o.wsMax}
+	if h.ws.enabled() {
+		p, _, err := h.ws.get(stream)
 		if err != nil {
 			_ = eng.destroy()
 			return nil, fmt.Errorf("gpumem: blas: Open: workspace: %w", err)
 		}
-		h.ws = workspace{r: o.wsRes, p: p, size: o.wsSize}
 		if err := eng.setWorkspace(p, o.wsSize); err != nil {
 			_ = eng.destroy()
 			_ = o.wsRes.Deallocate(p, stream)
 			return nil, err
 		}
+		h.ws.use(stream, p)
 	}
 	return h, nil
 }
@@ -199,10 +216,10 @@ func (h *Handle) lock(routine string) error {
 }
 
 // SetStream queues the handle's later calls on s, a stream of the handle's
-// device. The workspace, if any, stays the handle's: it is recorded as used
-// on the previous stream (when its allocator tracks streams) and given to
-// the library again where changing streams makes it forget it (cuBLAS).
-// When SetStream fails, the handle's calls stay on the stream they were on.
+// device. With WithWorkspace, the library is given s's own workspace,
+// allocated on s the first time the handle uses it (see
+// WithWorkspaceStreams). When SetStream fails, the handle's calls stay on
+// the stream they were on, with its workspace.
 func (h *Handle) SetStream(s gpumem.Stream) error {
 	if err := h.lock("SetStream"); err != nil {
 		return err
@@ -217,35 +234,68 @@ func (h *Handle) SetStream(s gpumem.Stream) error {
 	if s == h.stream {
 		return nil
 	}
-	if h.ws.p != 0 {
-		if rec, ok := h.ws.r.(gpumem.StreamRecorder); ok {
-			if err := rec.RecordStream(h.ws.p, h.stream); err != nil {
-				return fmt.Errorf("gpumem: blas: SetStream: workspace: %w", err)
-			}
+	var p gpumem.Ptr
+	var fresh bool
+	if h.ws.enabled() {
+		var err error
+		if p, fresh, err = h.ws.get(s); err != nil {
+			return fmt.Errorf("gpumem: blas: SetStream: workspace: %w", err)
 		}
 	}
-	if err := h.eng.setStream(s); err != nil {
-		return err
-	}
-	if h.ws.p != 0 {
-		if err := h.eng.setWorkspace(h.ws.p, h.ws.size); err != nil {
+	err := h.eng.setStream(s)
+	if err == nil && h.ws.enabled() {
+		if err = h.eng.setWorkspace(p, h.ws.size); err != nil {
 			// Back to the previous stream and its workspace, as before
 			// the call; if the library refuses that, the handle follows
 			// it onto s.
-			if h.eng.setStream(h.stream) == nil {
-				_ = h.eng.setWorkspace(h.ws.p, h.ws.size)
-			} else {
+			if h.eng.setStream(h.stream) != nil {
 				h.stream = s
+				h.ws.use(s, p)
+				return err
 			}
-			return err
+			if i := h.ws.find(h.stream); i >= 0 {
+				_ = h.eng.setWorkspace(h.ws.kept[i].p, h.ws.size)
+			}
 		}
 	}
+	if err != nil {
+		if fresh {
+			_ = h.ws.r.Deallocate(p, s)
+		}
+		return err
+	}
 	h.stream = s
+	if h.ws.enabled() {
+		h.ws.use(s, p)
+	}
 	return nil
 }
 
-// Close destroys the library's handle and returns the workspace to its
-// allocator, ordered on the handle's stream. Calls after Close fail with an
+// ReleaseStream returns the workspace the handle keeps for s, if any, to
+// its allocator, ordered on s: call it before destroying a stream the
+// handle has queued calls on, once the handle is on another stream. s
+// being the handle's current stream is an error matching
+// gpumem.ErrInvalidValue. Without WithWorkspace, or with no workspace
+// kept for s, it does nothing.
+func (h *Handle) ReleaseStream(s gpumem.Stream) error {
+	if err := h.lock("ReleaseStream"); err != nil {
+		return err
+	}
+	defer h.mu.Unlock()
+	if h.closed {
+		return h.closedErr("ReleaseStream")
+	}
+	if s == h.stream {
+		return invalid("ReleaseStream", "%v is the handle's stream; SetStream to another first", s)
+	}
+	if i := h.ws.find(s); i >= 0 {
+		return h.ws.release(i)
+	}
+	return nil
+}
+
+// Close destroys the library's handle and returns the workspaces to their
+// allocator, each ordered on its stream. Calls after Close fail with an
 // error matching gpumem.ErrClosed. A Close that fails keeps what it could
 // not release, and the next Close tries again; after one that succeeded, a
 // second Close does nothing.
@@ -261,14 +311,8 @@ func (h *Handle) Close() error {
 			h.gone = true
 		}
 	}
-	if h.ws.p != 0 {
-		if derr := h.ws.r.Deallocate(h.ws.p, h.stream); derr != nil {
-			if err == nil {
-				err = fmt.Errorf("gpumem: blas: Close: workspace: %w", derr)
-			}
-		} else {
-			h.ws.p = 0
-		}
+	if derr := h.ws.releaseAll(); derr != nil && err == nil {
+		err = fmt.Errorf("gpumem: blas: Close: %w", derr)
 	}
 	return err
 }
