@@ -206,3 +206,82 @@ func TestNilCommAccessors(t *testing.T) {
 		t.Errorf("nil Comm: count %d, rank %d, device %d, %q", c.Count(), c.Rank(), c.Device(), c.String())
 	}
 }
+
+// An id makes one communicator: a rank that joins after its ranks have all
+// joined, or after their joining failed, fails at once instead of waiting
+// for ranks that have gone.
+func TestInitRankLateJoiner(t *testing.T) {
+	m := newMachine(t, 3, false)
+	late := func(id UniqueID, rank int) error {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() {
+			c, err := InitRank(m.g, rank, 3, id, rank)
+			if err == nil {
+				c.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(5 * time.Second):
+			t.Fatalf("rank %d joining late waits for ever", rank)
+			return nil
+		}
+	}
+
+	// A group whose joining failed: rank 1 says 2 ranks where rank 0 said 3.
+	failed, err := NewUniqueID(m.g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() {
+		_, err := InitRank(m.g, 0, 3, failed, 0)
+		first <- err
+	}()
+	for {
+		// Rank 1 must come second, after rank 0 has made the clique.
+		pendingCliques.mu.Lock()
+		_, made := pendingCliques.m[failed]
+		pendingCliques.mu.Unlock()
+		if made {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := InitRank(m.g, 1, 2, failed, 1); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Fatalf("rank 1 with another count: %v", err)
+	}
+	if err := <-first; !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("rank 0 of the failed group: %v", err)
+	}
+	if err := late(failed, 2); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("rank 2 after the group failed: %v", err)
+	}
+
+	// A communicator made: every rank of two joined.
+	made, err := NewUniqueID(m.g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := make(chan *Comm, 2)
+	for r := range 2 {
+		go func() {
+			c, err := InitRank(m.g, r, 2, made, r)
+			if err != nil {
+				t.Error(err)
+			}
+			cs <- c
+		}()
+	}
+	for range 2 {
+		if c := <-cs; c != nil {
+			defer c.Close()
+		}
+	}
+	if err := late(made, 2); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("a rank joining a made communicator's id: %v", err)
+	}
+}

@@ -51,10 +51,27 @@ func simEngineOf(g *sim.GPU) *simEngine { return &simEngine{g: g} }
 // simMagic starts every id the simulator makes.
 const simMagic = "gpumem-sim-nccl\x00"
 
-// pending cliques of InitRank, by id.
+// pending cliques of InitRank, by id, and the ids done with: an id makes
+// one communicator, so a rank that joins one whose ranks have all joined,
+// or whose joining failed, fails at once instead of waiting for ranks that
+// will never come.
 var pendingCliques struct {
-	mu sync.Mutex
-	m  map[UniqueID]*clique
+	mu   sync.Mutex
+	m    map[UniqueID]*clique
+	done map[UniqueID]error
+}
+
+// retire marks id done with, its clique's failure err (nil: made);
+// pendingCliques.mu held.
+func retire(id *UniqueID, err error) {
+	delete(pendingCliques.m, *id)
+	if pendingCliques.done == nil {
+		pendingCliques.done = map[UniqueID]error{}
+	}
+	if err == nil {
+		err = fmt.Errorf("its communicator is made already: %w", gpumem.ErrInvalidValue)
+	}
+	pendingCliques.done[*id] = err
 }
 
 func (e *simEngine) uniqueID() (UniqueID, error) {
@@ -111,6 +128,10 @@ func (e *simEngine) initRank(dev, nranks int, id *UniqueID, rank int) (commEngin
 	if pendingCliques.m == nil {
 		pendingCliques.m = map[UniqueID]*clique{}
 	}
+	if err, ok := pendingCliques.done[*id]; ok {
+		pendingCliques.mu.Unlock()
+		return nil, fmt.Errorf("collective: InitRank rank %d: the id is used: %w", rank, err)
+	}
 	cl := pendingCliques.m[*id]
 	if cl == nil {
 		cl = newClique(e, nranks)
@@ -136,7 +157,7 @@ func (e *simEngine) initRank(dev, nranks int, id *UniqueID, rank int) (commEngin
 		// The other ranks would wait for this one for ever: fail them too.
 		if cl.err == nil && cl.left > 0 {
 			cl.err = err
-			delete(pendingCliques.m, *id)
+			retire(id, err)
 			close(cl.ready)
 		}
 		cl.mu.Unlock()
@@ -146,7 +167,7 @@ func (e *simEngine) initRank(dev, nranks int, id *UniqueID, rank int) (commEngin
 	cl.devs[rank] = dev
 	cl.left--
 	if cl.left == 0 {
-		delete(pendingCliques.m, *id) // an id makes one communicator
+		retire(id, nil)
 		close(cl.ready)
 	}
 	cl.mu.Unlock()
