@@ -3,6 +3,7 @@ package caching
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/gpumem/gpumem"
 )
@@ -383,11 +384,13 @@ func (d *device) moveDonorsLocked(seg *segment, first, last uint64, donors []uin
 	return moved, nil
 }
 
-// grantRunsLocked grants access to the chunks of seg mapped by a mapping
-// (ascending), one call per run of consecutive chunks. On an error the
-// chunks not granted are unmapped and their memory released.
-// d.mu must be held.
+// grantRunsLocked grants access to the chunks of seg mapped by a mapping,
+// one call per run of consecutive chunks. The chunks moved as ghosts and
+// those mapped after them come as one list, sorted here so that a run
+// split between the two is still one grant. On an error the chunks not
+// granted are unmapped and their memory released. d.mu must be held.
 func (d *device) grantRunsLocked(seg *segment, chunks []uint64) error {
+	slices.Sort(chunks)
 	e := seg.exp
 	var err error
 	eachRun(chunks, func(k int, first, n uint64) bool {

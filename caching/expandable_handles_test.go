@@ -117,3 +117,22 @@ func TestExpandableHandleChunksSleepWake(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Chunks moved as ghosts and chunks newly mapped come to the grant as one
+// list; a run split between the two, in whatever order, is one grant.
+func TestGrantRunsOneCallPerRun(t *testing.T) {
+	f := newExpandableFixture(t)
+	p := f.alloc(4 * chunk20) // chunks 0-3 mapped and granted
+	d := f.a.devs[0]
+	before := f.c.counts()
+	d.mu.Lock()
+	err := d.grantRunsLocked(d.large.exp[f.s.Handle], []uint64{2, 3, 0, 1})
+	d.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.c.counts()[3] - before[3]; got != 1 {
+		t.Errorf("%d grants for chunks 2, 3, 0, 1; want one for the run 0-3", got)
+	}
+	f.free(p)
+}
