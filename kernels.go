@@ -123,6 +123,9 @@ type Kernels interface {
 	// graph (from any goroutine: a launch is allowed in every capture
 	// mode). params must stay valid and unchanged until it returns; the
 	// vendor copies the argument bytes. It allocates nothing on success.
+	// Where the backend knows f's parameter count (the CUDA backend, for
+	// kernels of its ModuleFunction on CUDA 12.4+; the simulator), a
+	// params.Count other than it is an error matching ErrInvalidValue.
 	LaunchKernel(f Function, grid, block Dim3, sharedMem uint32, s Stream, params KernelParams) error
 	// OccupancyMaxActiveBlocks is the number of blocks of blockSize threads
 	// (with dynSmem bytes of dynamic shared memory each) that can be active

@@ -100,6 +100,16 @@ var kernelFns = sync.OnceValue(func() map[string]uintptr {
 			put(p, int32(1000+attr))
 			return 0
 		}),
+		// saxpy (0x4e4 in some context) takes one pointer; other kernels
+		// none. Index past the end: CUDA_ERROR_INVALID_VALUE.
+		"cuFuncGetParamInfo": cb(func(f, i, off, size uintptr) uintptr {
+			if f-0x4e4-fakeCtxBase < 16 && i == 0 {
+				put[uintptr](off, 0)
+				put[uintptr](size, 8)
+				return 0
+			}
+			return 1
+		}),
 		"cuFuncSetAttribute": cb(func(f, attr, v uintptr) uintptr { kfake.setAttr = [3]uintptr{f, attr, v}; return 0 }),
 		"cuLaunchKernel": cb(func(f, gx, gy, gz, bx, by, bz, smem, s, params, extra uintptr) uintptr {
 			kfake.mu.Lock()
@@ -282,5 +292,62 @@ func TestKernelSymbolsOptional(t *testing.T) {
 	f := gpumem.Function{Handle: 1}
 	if err := k.LaunchKernel(f, gpumem.Dim3{}, gpumem.Dim3{}, 0, gpumem.Stream{}, gpumem.KernelParams{}); !isNotSupportedNaming(err, "LaunchKernel") {
 		t.Errorf("launch without symbols: %v", err)
+	}
+}
+
+// A raw launch of a kernel whose parameters the driver reports is refused,
+// before the driver is called, when its array has another length; a
+// kernel the backend did not look up, one of an unloaded module, or any
+// kernel on a driver without the report is launched as given.
+func TestFakeLaunchCheckedAgainstParams(t *testing.T) {
+	launches := func() int {
+		kfake.mu.Lock()
+		defer kfake.mu.Unlock()
+		return kfake.launches
+	}
+	arg := uint64(0xabc)
+	argp := uintptr(unsafe.Pointer(&arg))
+	arr := [2]uintptr{argp, argp}
+	two := gpumem.KernelParams{Array: uintptr(unsafe.Pointer(&arr)), Count: 2}
+	one := gpumem.KernelParams{Array: two.Array, Count: 1}
+	s := gpumem.Stream{Device: 1}
+	for _, reported := range []bool{true, false} {
+		var without []string
+		if !reported {
+			without = []string{"cuFuncGetParamInfo"}
+		}
+		b := openKernels(t, without...)
+		m, err := b.ModuleLoadData(1, []byte("ptx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := b.ModuleFunction(m, "saxpy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := launches()
+		err = b.LaunchKernel(f, gpumem.Dim3{}, gpumem.Dim3{}, 0, s, two)
+		if reported && (!errors.Is(err, gpumem.ErrInvalidValue) || launches() != n) {
+			t.Errorf("two arguments to a kernel of one: %v, %d launches", err, launches()-n)
+		}
+		if !reported && (err != nil || launches() != n+1) {
+			t.Errorf("without the driver's report: %v, %d launches", err, launches()-n)
+		}
+		n = launches()
+		if err := b.LaunchKernel(f, gpumem.Dim3{}, gpumem.Dim3{}, 0, s, one); err != nil || launches() != n+1 {
+			t.Errorf("one argument: %v, %d launches", err, launches()-n)
+		}
+		foreign := gpumem.Function{Device: 1, Handle: 0x999, Name: "foreign"}
+		if err := b.LaunchKernel(foreign, gpumem.Dim3{}, gpumem.Dim3{}, 0, s, two); err != nil {
+			t.Errorf("a kernel not looked up through the backend: %v", err)
+		}
+		if err := b.ModuleUnload(m); err != nil {
+			t.Fatal(err)
+		}
+		n = launches()
+		if err := b.LaunchKernel(f, gpumem.Dim3{}, gpumem.Dim3{}, 0, s, two); err != nil || launches() != n+1 {
+			t.Errorf("the handle after its module's unload (reusable by the driver): %v", err)
+		}
+		b.Close()
 	}
 }

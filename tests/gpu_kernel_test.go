@@ -11,6 +11,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"runtime"
 	"testing"
 	"unsafe"
 
@@ -458,6 +459,20 @@ func checkSaxpyParams(t *testing.T, g *gpuKernels) {
 			t.Errorf("kernel.New(saxpy, %v): %v, want ErrInvalidValue", sig, err)
 		}
 	}
+	// A raw launch is checked too: four valid arguments (n = 0: no work),
+	// declared as three, are refused before the driver reads them.
+	var x, y uint64
+	var a, n uint32
+	arr := [4]uintptr{uintptr(unsafe.Pointer(&x)), uintptr(unsafe.Pointer(&y)), uintptr(unsafe.Pointer(&a)), uintptr(unsafe.Pointer(&n))}
+	params := gpumem.KernelParams{Array: uintptr(unsafe.Pointer(&arr)), Count: 3}
+	if err := g.k.LaunchKernel(f, gpumem.Dim3{X: 1}, gpumem.Dim3{X: 32}, 0, g.s, params); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("a raw launch of saxpy with three arguments: %v, want ErrInvalidValue", err)
+	}
+	params.Count = 4
+	if err := g.k.LaunchKernel(f, gpumem.Dim3{X: 1}, gpumem.Dim3{X: 32}, 0, g.s, params); err != nil {
+		t.Errorf("a raw launch of saxpy with its four arguments: %v", err)
+	}
+	runtime.KeepAlive(&arr)
 }
 
 func TestGPUKernelNoAllocations(t *testing.T) {

@@ -37,6 +37,7 @@ type Backend struct {
 	// events are the event handles made (handles.go).
 	deadStreams atomic.Int64
 	events      eventBook
+	params      paramBook // parameter counts of the kernels of ModuleFunction
 
 	// State the dialect keeps (driver version, ...).
 	DriverVersion  int

@@ -26,7 +26,10 @@ func dim(v uint32) uintptr {
 // thread-local capture on its thread.
 //
 // params must stay valid and unchanged until the call returns (the vendor
-// copies the argument bytes into the launch, or into the kernel node).
+// copies the argument bytes into the launch, or into the kernel node). For
+// a kernel of ModuleFunction whose parameters the driver reports (CUDA
+// 12.4+), a params.Count other than the kernel's parameter count is
+// refused with ErrInvalidValue before the driver is called.
 func (b *Backend) LaunchKernel(f gpumem.Function, grid, block gpumem.Dim3, sharedMem uint32, s gpumem.Stream, params gpumem.KernelParams) error {
 	if f.Handle == 0 {
 		return b.invalid("LaunchKernel: zero function")
@@ -39,6 +42,9 @@ func (b *Backend) LaunchKernel(f gpumem.Function, grid, block gpumem.Dim3, share
 	}
 	if params.Count < 0 || (params.Count > 0 && params.Array == 0) {
 		return b.invalid("LaunchKernel: kernel %q: %d parameters at %#x", f.Name, params.Count, params.Array)
+	}
+	if n, ok := b.params.count(f.Handle); ok && n != params.Count {
+		return b.invalid("LaunchKernel: kernel %q takes %d parameters; %d given", f.Name, n, params.Count)
 	}
 	fn, err := b.target(s.Device, symtab.LaunchKernel)
 	if err != nil {

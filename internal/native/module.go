@@ -97,11 +97,16 @@ func (b *Backend) ModuleUnload(m gpumem.Module) error {
 	if b.libraryAPI() {
 		op = symtab.LibraryUnload
 	}
-	return b.call(m.Device, op, m.Handle, 0, 0, 0, 0, 0)
+	if err := b.call(m.Device, op, m.Handle, 0, 0, 0, 0, 0); err != nil {
+		return err
+	}
+	b.params.drop(m.Handle)
+	return nil
 }
 
 // ModuleFunction returns the kernel of m named name, as a function of m's
-// device.
+// device. Where the driver reports kernels' parameters, it learns how many
+// the kernel takes, and LaunchKernel checks launches against it.
 func (b *Backend) ModuleFunction(m gpumem.Module, name string) (gpumem.Function, error) {
 	if m.Handle == 0 {
 		return gpumem.Function{}, b.invalid("ModuleFunction: zero module")
@@ -124,7 +129,9 @@ func (b *Backend) ModuleFunction(m gpumem.Module, name string) (gpumem.Function,
 	if err != nil {
 		return gpumem.Function{}, fmt.Errorf("kernel %q: %w", name, err)
 	}
-	return gpumem.Function{Device: m.Device, Handle: uintptr(c[1]), Name: name}, nil
+	f := uintptr(c[1])
+	b.learnParams(m.Handle, f, m.Device, name)
+	return gpumem.Function{Device: m.Device, Handle: f, Name: name}, nil
 }
 
 // ModuleGlobal returns the device address and size of the global name of
@@ -181,12 +188,18 @@ func (b *Backend) FuncParams(f gpumem.Function) ([]gpumem.ParamInfo, error) {
 	if f.Handle == 0 {
 		return nil, b.invalid("FuncParams: zero function")
 	}
+	return b.funcParams(f.Handle, f.Device, f.Name)
+}
+
+// funcParams asks the driver for the parameters of function f of device
+// dev, one index at a time, until it answers that there are no more.
+func (b *Backend) funcParams(f uintptr, dev int, name string) ([]gpumem.ParamInfo, error) {
 	c := getCell()
 	defer putCell(c)
 	var out []gpumem.ParamInfo
 	for i := 0; i < maxParams; i++ {
 		// (CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
-		r, preFailed, err := b.invoke(f.Device, symtab.FuncGetParamInfo, f.Handle, uintptr(i), c.addr(0), c.addr(1), 0, 0)
+		r, preFailed, err := b.invoke(dev, symtab.FuncGetParamInfo, f, uintptr(i), c.addr(0), c.addr(1), 0, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -199,7 +212,7 @@ func (b *Backend) FuncParams(f gpumem.Function) ([]gpumem.ParamInfo, error) {
 		}
 		out = append(out, gpumem.ParamInfo{Offset: c[0], Size: c[1]})
 	}
-	return nil, b.invalid("FuncParams: %s reports more than %d parameters", f.Name, maxParams)
+	return nil, b.invalid("FuncParams: %s reports more than %d parameters", name, maxParams)
 }
 
 // FuncSetMaxDynamicSharedMemory sets the dynamic shared-memory limit of f
