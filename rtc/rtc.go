@@ -402,13 +402,33 @@ func checkRequest(req *Request) error {
 		return fmt.Errorf("rtc: program name %q has a quote, backslash or line break: %w", req.Name, gpumem.ErrInvalidValue)
 	}
 	for _, o := range req.Options {
-		for _, p := range []string{"-arch", "--gpu-architecture", "--offload-arch", "--gpu-name"} {
-			if strings.HasPrefix(o, p) {
-				return fmt.Errorf("rtc: option %q: the target goes in Request.Target: %w", o, gpumem.ErrInvalidValue)
-			}
+		if targetOption(o) {
+			return fmt.Errorf("rtc: option %q: the target goes in Request.Target: %w", o, gpumem.ErrInvalidValue)
 		}
 	}
 	return nil
+}
+
+// targetOptions name the compilers' target options, without their dashes:
+// NVRTC's (-arch, --gpu-architecture, --gpu-name) and the clang spellings
+// hipRTC accepts (--offload-arch, its alias --cuda-gpu-arch, the older
+// --amdgpu-target, -mcpu).
+var targetOptions = []string{"arch", "gpu-architecture", "gpu-name", "offload-arch", "cuda-gpu-arch", "amdgpu-target", "mcpu"}
+
+// targetOption reports whether compiler option o sets the target, with one
+// dash or two, its value joined by "=" or not.
+func targetOption(o string) bool {
+	name, ok := strings.CutPrefix(strings.TrimSpace(o), "-")
+	if !ok {
+		return false
+	}
+	name = strings.TrimPrefix(name, "-")
+	for _, t := range targetOptions {
+		if strings.HasPrefix(name, t) {
+			return true
+		}
+	}
+	return false
 }
 
 // getenv is os.Getenv, replaceable by tests.

@@ -167,6 +167,13 @@ func TestRequestChecks(t *testing.T) {
 		{Source: ""},
 		{Source: "x\x00y"},
 		{Source: saxpySrc, Options: []string{"--gpu-architecture=sm_80"}},
+		{Source: saxpySrc, Options: []string{"-O3", "-arch=sm_80"}},
+		{Source: saxpySrc, Options: []string{" --gpu-name=sm_80"}},
+		{Source: saxpySrc, Options: []string{"--offload-arch=gfx90a"}},
+		{Source: saxpySrc, Options: []string{"-offload-arch=gfx90a"}},
+		{Source: saxpySrc, Options: []string{"--cuda-gpu-arch=gfx942"}},
+		{Source: saxpySrc, Options: []string{"--amdgpu-target=gfx90a"}},
+		{Source: saxpySrc, Options: []string{"-mcpu=gfx90a"}},
 		{Source: saxpySrc, Target: "gfx90a"},
 		{Source: saxpySrc, Target: "sm_9"},
 		{Source: saxpySrc, Target: "volta"},
@@ -436,5 +443,20 @@ func TestTargetOfNilPointer(t *testing.T) {
 	var b *nilBackend
 	if _, err := TargetOf(b, 0); !errors.Is(err, gpumem.ErrInvalidValue) {
 		t.Errorf("TargetOf a nil *nilBackend: %v, want ErrInvalidValue", err)
+	}
+}
+
+// Options that set the target are told apart from the others whatever
+// their dashes; common options pass.
+func TestTargetOption(t *testing.T) {
+	for _, o := range []string{"-arch=sm_90", "-arch", "--gpu-architecture=compute_90", "--offload-arch=gfx942", "-offload-arch=gfx942", "--cuda-gpu-arch=gfx90a", "--amdgpu-target=gfx90a", "-mcpu=gfx90a", "--gpu-name=sm_90"} {
+		if !targetOption(o) {
+			t.Errorf("%q not seen as a target option", o)
+		}
+	}
+	for _, o := range []string{"-O3", "--use_fast_math", "-DN=4", "-DARCH=90", "-std=c++17", "--fmad=false", "-lineinfo", "-I/usr/include/arch", "-default-device", "arch"} {
+		if targetOption(o) {
+			t.Errorf("%q taken for a target option", o)
+		}
 	}
 }
