@@ -50,8 +50,7 @@ func (v *vmmPhases) report(b *testing.B) {
 // fresh (create, map, grant access, unmap, release), remap (one handle
 // mapped, granted and unmapped again: a move), pieces (ten handles of a
 // tenth of the size mapped side by side, granted and unmapped in one call each),
-// slices10 (one handle mapped as ten slices, granted in one call, unmapped
-// slice by slice), slicemove (one slice of a handle moved), and malloc (cuMemAlloc and cuMemFree of the same size, for comparison).
+// and malloc (cuMemAlloc and cuMemFree of the same size, for comparison).
 func BenchmarkGPUVMMCosts(b *testing.B) {
 	be := openGPU(b, "cuda")
 	defer be.Close()
@@ -111,64 +110,6 @@ func BenchmarkGPUVMMCosts(b *testing.B) {
 					for i := range hs {
 						v.time(b, phRelease, func() error { return be.MemRelease(hs[i]) })
 					}
-				}
-				v.report(b)
-			})
-		}
-		if size >= 20<<20 {
-			// One handle mapped as ten slices (offsets into it), side by
-			// side: whether a grant costs by handle or by mapping, and
-			// what unmapping one slice of a handle costs.
-			b.Run(fmt.Sprintf("slices10/%s", gpumem.FormatBytes(size)), func(b *testing.B) {
-				piece := size / 10 / gran * gran
-				var v vmmPhases
-				for b.Loop() {
-					var h gpumem.MemHandle
-					v.time(b, phCreate, func() (err error) { h, err = be.MemCreate(0, 10*piece); return })
-					for i := range uint64(10) {
-						v.time(b, phMap, func() error { return be.MemMap(va.Add(i*piece), piece, i*piece, h) })
-					}
-					v.time(b, phAccess, func() error { return be.MemSetAccess(va, 10*piece, 0, gpumem.AccessReadWrite) })
-					for i := range uint64(10) {
-						v.time(b, phUnmap, func() error { return be.MemUnmap(va.Add(i*piece), piece) })
-					}
-					v.time(b, phRelease, func() error { return be.MemRelease(h) })
-				}
-				v.report(b)
-			})
-			// One slice of a handle moved: unmapped, mapped at another
-			// address and granted there, while the other nine stay.
-			b.Run(fmt.Sprintf("slicemove/%s", gpumem.FormatBytes(size)), func(b *testing.B) {
-				piece := size / 10 / gran * gran
-				h, err := be.MemCreate(0, 10*piece)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer be.MemRelease(h)
-				for i := range uint64(10) {
-					if err := be.MemMap(va.Add(i*piece), piece, i*piece, h); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if err := be.MemSetAccess(va, 10*piece, 0, gpumem.AccessReadWrite); err != nil {
-					b.Fatal(err)
-				}
-				at := [2]gpumem.Ptr{va, va.Add(10 * piece)}
-				var v vmmPhases
-				k := 0
-				for b.Loop() {
-					from, to := at[k%2], at[(k+1)%2]
-					k++
-					v.time(b, phUnmap, func() error { return be.MemUnmap(from, piece) })
-					v.time(b, phMap, func() error { return be.MemMap(to, piece, 0, h) })
-					v.time(b, phAccess, func() error { return be.MemSetAccess(to, piece, 0, gpumem.AccessReadWrite) })
-				}
-				last := at[k%2]
-				if err := be.MemUnmap(last, piece); err != nil {
-					b.Fatal(err)
-				}
-				if err := be.MemUnmap(va.Add(piece), 9*piece); err != nil {
-					b.Fatal(err)
 				}
 				v.report(b)
 			})
