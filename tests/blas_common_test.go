@@ -273,4 +273,69 @@ func TestBLASCorrectnessSim(t *testing.T) {
 	r := newBLASRig(t, g)
 	blasGemmCheck(t, r, 19, 13, 11)
 	blasLevel12Check(t, r)
+	blasStreamsCheck(t, r, 8, 8, 64)
+}
+
+// blasStreamsCheck switches one handle between two streams with no
+// synchronization between them, a gemm queued on each every time (long
+// and thin, so that the libraries split k and use their workspace): each
+// stream's results are its own, as they are only when the two streams'
+// kernels never share a workspace.
+func blasStreamsCheck(t *testing.T, r *blasRig, m, n, k int) {
+	t.Helper()
+	s2, err := r.b.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.b.StreamDestroy(s2)
+	rnd := rand.New(rand.NewSource(3))
+	vec := func(n int) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = float64(float32(rnd.Float64()*2 - 1))
+		}
+		return v
+	}
+	type problem struct {
+		a, b, want []float64
+		pa, pb, pc gpumem.Ptr
+		s          gpumem.Stream
+	}
+	ps := [2]*problem{{s: r.s}, {s: s2}}
+	for _, p := range ps {
+		p.a, p.b = vec(m*k), vec(k*n)
+		p.want = make([]float64, m*n)
+		hostGemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, p.a, m, p.b, k, 0, p.want, m)
+		p.pa, p.pb, p.pc = r.put(t, blas.F32, p.a), r.put(t, blas.F32, p.b), r.put(t, blas.F32, make([]float64, m*n))
+	}
+	for range 8 {
+		for _, p := range ps {
+			if err := r.h.SetStream(p.s); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.h.Sgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, p.pa, m, p.pb, k, 0, p.pc, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := r.h.SetStream(r.s); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.h.ReleaseStream(s2); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.b.StreamSynchronize(s2); err != nil {
+		t.Fatal(err)
+	}
+	tol := 2e-6 * float64(k)
+	for i, p := range ps {
+		got := r.get(t, blas.F32, p.pc, m*n)
+		worst := 0.0
+		for j := range got {
+			worst = max(worst, math.Abs(got[j]-p.want[j]))
+		}
+		if worst > tol {
+			t.Errorf("stream %d of two: worst error %.3g > %.3g", i, worst, tol)
+		}
+	}
 }

@@ -45,6 +45,7 @@ func gpuBLASCorrectness(t *testing.T, backend string) {
 	r := openGPUBLAS(t, backend)
 	blasGemmCheck(t, r, 256, 192, 128)
 	blasLevel12Check(t, r)
+	blasStreamsCheck(t, r, 64, 64, 1<<16)
 	// Bad shapes come back as errors from Go; the library is never called.
 	if err := r.h.Sgemm(blas.NoTrans, blas.NoTrans, 4, 4, 4, 1, 1<<20, 2, 1<<20, 4, 0, 1<<20, 4); !errors.Is(err, gpumem.ErrInvalidValue) {
 		t.Errorf("lda < m: %v", err)
