@@ -24,3 +24,14 @@ func TestStatsSaturate(t *testing.T) {
 		}
 	}
 }
+
+// Stats ignores the events a checked trace could not hold: a free of an
+// unknown or already freed ID counts as no free.
+func TestStatsIgnoresImpossibleFrees(t *testing.T) {
+	st := (&Trace{Events: []Event{
+		{Alloc: true, ID: 1, Size: 10}, {ID: 1}, {ID: 1}, {ID: 99}, {Alloc: true, ID: 2, Size: 5},
+	}}).Stats()
+	if st.Pairs != 2 || st.Frees != 1 || st.LiveAtEnd != 1 || st.PeakRequested != 10 {
+		t.Errorf("stats %+v; want 2 allocations, 1 free, 1 live, peak 10", st)
+	}
+}

@@ -116,6 +116,14 @@ func read(r io.Reader, name string) (*Trace, error) {
 		if err == bufio.ErrBufferFull {
 			return nil, &ParseError{Name: name, Line: lineNo + 1, Text: short(line), Reason: "line too long"}
 		}
+		if err != nil && err != io.EOF {
+			// The read failed before the line's end: what came of the
+			// line is a fragment, and the failure is what to report.
+			if gzsniff.Corrupt(err) {
+				return nil, fmt.Errorf("gpumem: %s: line %d: corrupt input: %w: %w", nameOr(name), lineNo+1, err, gpumem.ErrInvalidValue)
+			}
+			return nil, fmt.Errorf("gpumem: %s: line %d: %w", nameOr(name), lineNo+1, err)
+		}
 		if len(line) > 0 {
 			lineNo++
 			ev, skip, reason := parseLine(line)
@@ -131,12 +139,6 @@ func read(r io.Reader, name string) (*Trace, error) {
 		}
 		if err == io.EOF {
 			break
-		}
-		if err != nil {
-			if gzsniff.Corrupt(err) {
-				return nil, fmt.Errorf("gpumem: %s: line %d: corrupt input: %w: %w", nameOr(name), lineNo+1, err, gpumem.ErrInvalidValue)
-			}
-			return nil, fmt.Errorf("gpumem: %s: line %d: %w", nameOr(name), lineNo+1, err)
 		}
 	}
 	return t, nil
@@ -246,7 +248,8 @@ func parseUint(b []byte) (uint64, bool) {
 }
 
 // Stats computes the trace's summary. Events that a checked trace could not
-// hold (a free of an unknown ID) are ignored. Sums that would pass
+// hold (a free of an unknown or already freed ID) are ignored: they count
+// as no free and add no stream. Sums that would pass
 // math.MaxUint64 (sizes near 2^63 and above) saturate there instead of
 // wrapping round to small numbers.
 func (t *Trace) Stats() Stats {
@@ -255,8 +258,8 @@ func (t *Trace) Stats() Stats {
 	streams := map[int]bool{}
 	var cur uint64
 	for _, e := range t.Events {
-		streams[e.Stream] = true
 		if e.Alloc {
+			streams[e.Stream] = true
 			st.Pairs++
 			st.TotalBytes = satAdd(st.TotalBytes, e.Size)
 			if e.Size > st.MaxSize {
@@ -272,8 +275,9 @@ func (t *Trace) Stats() Stats {
 			}
 			continue
 		}
-		st.Frees++
 		if sz, ok := live[e.ID]; ok {
+			st.Frees++
+			streams[e.Stream] = true
 			cur = satSub(cur, sz)
 			delete(live, e.ID)
 		}

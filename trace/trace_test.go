@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/gpumem/gpumem"
 )
@@ -238,5 +241,34 @@ func TestWriteRefusesWhatReadRefuses(t *testing.T) {
 		if err := Write(&b, tr); !errors.Is(err, gpumem.ErrInvalidValue) || b.Len() != 0 {
 			t.Errorf("%s: Write = %v with %d bytes written, want ErrInvalidValue and nothing", name, err, b.Len())
 		}
+	}
+}
+
+// A gzip stream cut in the middle of a line is reported as truncated
+// compressed data, not as a malformed line made of the cut line's first
+// half; the same for a reader that fails mid-line.
+func TestReadTruncatedMidLine(t *testing.T) {
+	var plain bytes.Buffer
+	for i := 1; i <= 5000; i++ {
+		fmt.Fprintf(&plain, "a %d %d 0\n", i, 1000+i)
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(plain.Bytes())
+	zw.Close()
+	z := buf.Bytes()
+	for _, cut := range []int{len(z) / 3, len(z) / 2, len(z) - 10} {
+		_, err := Read(bytes.NewReader(z[:cut]))
+		var pe *ParseError
+		if errors.As(err, &pe) || !errors.Is(err, io.ErrUnexpectedEOF) || !errors.Is(err, gpumem.ErrInvalidValue) {
+			t.Errorf("gzip cut at %d of %d: %v; want a corrupt-input error wrapping io.ErrUnexpectedEOF", cut, len(z), err)
+		}
+	}
+	boom := errors.New("disk on fire")
+	r := io.MultiReader(strings.NewReader("a 1 10 0\na 2 1"), iotest.ErrReader(boom))
+	_, err := Read(r)
+	var pe *ParseError
+	if errors.As(err, &pe) || !errors.Is(err, boom) || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("reader failing mid-line: %v; want its error at line 2", err)
 	}
 }

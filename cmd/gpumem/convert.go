@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -160,29 +161,57 @@ func isSnapshotFile(path string) bool {
 
 // readTraceOrSnapshot reads a trace file, or converts a PyTorch snapshot
 // file (its device 0, or its only device with a history). A path of "-"
-// reads either from standard input.
+// reads either from standard input; a path that is neither a regular file
+// nor a directory (a pipe: bash's <(zcat x.gz), /dev/stdin) is opened once
+// and read as standard input is, since looking at its first bytes consumes
+// them.
 func readTraceOrSnapshot(path string, stderr io.Writer) (*trace.Trace, error) {
 	if path == "-" {
 		r, head, err := openStdin()
 		if err != nil {
 			return nil, err
 		}
-		if isSnapshotData(head) {
-			s, err := torchsnapshot.Read(r)
-			if err != nil {
-				return nil, fmt.Errorf("stdin: %w", err)
-			}
-			return snapshotTrace(s, "stdin", "stdin", -1, stderr)
-		}
-		tr, err := trace.Read(r)
+		return readStream(r, head, "stdin", false, stderr)
+	}
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		f, err := os.Open(path)
 		if err != nil {
-			return nil, fmt.Errorf("stdin: %w", err)
+			return nil, fmt.Errorf("gpumem: %w", err)
 		}
-		tr.Name = "stdin"
-		return tr, nil
+		defer f.Close()
+		r := bufio.NewReaderSize(f, 64<<10)
+		head, err := r.Peek(4096)
+		if err != nil && err != io.EOF {
+			return nil, fmt.Errorf("gpumem: %s: %w", path, err)
+		}
+		pickle := strings.HasSuffix(strings.TrimSuffix(path, ".gz"), ".pickle")
+		return readStream(r, head, path, pickle, stderr)
 	}
 	if isSnapshotFile(path) {
 		return convertSnapshot(path, -1, stderr)
 	}
 	return trace.ReadFile(path)
+}
+
+// readStream reads a trace, or converts a snapshot (as snapshot says, or as
+// its first bytes, head, show), from r, which is read once; path names it in
+// messages and gives the trace's name.
+func readStream(r io.Reader, head []byte, path string, snapshot bool, stderr io.Writer) (*trace.Trace, error) {
+	if snapshot || isSnapshotData(head) {
+		s, err := torchsnapshot.Read(r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return snapshotTrace(s, path, torchsnapshot.NameOf(path), -1, stderr)
+	}
+	tr, err := trace.Read(r)
+	if pe := (*trace.ParseError)(nil); errors.As(err, &pe) {
+		pe.Name = path // "gpumem: PATH: line N: ..."
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	tr.Name = trace.NameOf(path)
+	return tr, nil
 }

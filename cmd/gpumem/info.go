@@ -93,7 +93,8 @@ func trimPrefix(err error) string {
 }
 
 func gatherInfo(backend, library string, simDevices int, simCap uint64) (infoReport, error) {
-	rep := infoReport{Backend: backend, Library: library, Devices: []deviceInfo{}, PeerAccess: [][]bool{}}
+	// The backend asked for: the flag, else GPUMEM_BACKEND, else auto.
+	rep := infoReport{Backend: backendName(backend), Library: library, Devices: []deviceInfo{}, PeerAccess: [][]bool{}}
 	if rep.Backend == "" {
 		rep.Backend = "auto"
 	}

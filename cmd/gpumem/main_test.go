@@ -269,3 +269,18 @@ func TestTicks(t *testing.T) {
 		}
 	}
 }
+
+// The backend chosen through GPUMEM_BACKEND is the one info reports, also
+// when it fails to open.
+func TestInfoBackendFromEnv(t *testing.T) {
+	t.Setenv("GPUMEM_BACKEND", "cuda")
+	t.Setenv("GPUMEM_CUDA_LIBRARY", filepath.Join(t.TempDir(), "libcuda.so.1"))
+	code, o, e := runCmd(t, "info", "--json")
+	if code != exitUsage {
+		t.Fatalf("exit %d, stderr %q", code, e)
+	}
+	var rep infoReport
+	if err := json.Unmarshal([]byte(o), &rep); err != nil || rep.Backend != "cuda" || rep.Error == "" {
+		t.Fatalf("report %+v (%v): want backend cuda and the error", rep, err)
+	}
+}

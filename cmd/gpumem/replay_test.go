@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -403,6 +405,35 @@ func TestReplayHTMLPassesOnTheChart(t *testing.T) {
 			if x, _ := strconv.ParseFloat(xy[1], 64); x > width {
 				t.Fatalf("a curve reaches x = %v in a chart %v wide", x, width)
 			}
+		}
+	}
+}
+
+// A trace named by a path that is a pipe (bash's <(zcat x.gz), /dev/stdin)
+// is read once: telling a snapshot from a trace must not consume its start.
+func TestReplayPipePath(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs Linux's /dev/fd")
+	}
+	withFake(t, newFakeGPU(1, 1<<40))
+	var body strings.Builder
+	const n = 1000 // about 13 KB: more than the 4 KiB sniffed
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&body, "a %d %d 0\n", i, 1000+i)
+	}
+	for _, in := range []string{body.String(), "a 1 10 0\n", ""} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.WriteString(in) // fits the pipe's buffer
+		w.Close()
+		path := fmt.Sprintf("/dev/fd/%d", r.Fd())
+		code, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--json", path)
+		r.Close()
+		want := float64(strings.Count(in, "\n"))
+		if l := decodeLines(t, o); code != exitOK || len(l) != 1 || l[0]["pairs"] != want {
+			t.Errorf("%d bytes through %s: exit %d, %s, %s; want %v pairs", len(in), path, code, o, e, want)
 		}
 	}
 }

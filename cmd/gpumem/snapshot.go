@@ -15,7 +15,8 @@ import (
 
 // snapshotHistoryCap is the most history entries one --snapshot file keeps
 // (the most recent), as PyTorch's _record_memory_history(max_entries=...).
-const snapshotHistoryCap = 1_000_000
+// A variable so that tests can lower it.
+var snapshotHistoryCap = 1_000_000
 
 // checkSnapshotPath checks, before any replay, that --snapshot's file can
 // be written (see checkWritable).
@@ -115,7 +116,8 @@ func (r *snapshotRecorder) Close() error {
 			if h, _ := gpumem.HistoryOf(r.Allocator); len(h) > 0 {
 				r.snap.History = h
 			} else {
-				r.snap.History = r.hist
+				// record keeps up to twice the cap between trims.
+				r.snap.History = r.hist[max(len(r.hist)-snapshotHistoryCap, 0):]
 			}
 		}
 	}

@@ -59,3 +59,29 @@ func TestReplayWritesSnapshotPaths(t *testing.T) {
 		}
 	}
 }
+
+// The recorded history keeps at most the last snapshotHistoryCap entries,
+// as documented (docs/cli.md: at most the last 1,000,000).
+func TestReplaySnapshotHistoryCap(t *testing.T) {
+	old := snapshotHistoryCap
+	snapshotHistoryCap = 4
+	t.Cleanup(func() { snapshotHistoryCap = old })
+	p := writeTrace(t, "x.trace", tinyTrace) // 3 allocations, 2 frees: 7 entries
+	out := filepath.Join(t.TempDir(), "run.pickle")
+	code, _, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "caching", "--snapshot", out, p)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	s, err := torchsnapshot.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := s.Devices[0]
+	if len(h) != 4 {
+		t.Fatalf("%d history entries, want the last 4", len(h))
+	}
+	// The trace ends with the free of allocation 2, of 3000 bytes.
+	if h[len(h)-1].Action != "free_completed" || h[len(h)-1].Size != 3000 {
+		t.Errorf("the history does not end with the trace's last free: %+v", h)
+	}
+}

@@ -162,7 +162,8 @@ func Read(r io.Reader) (*Snapshot, error) {
 		return nil, readError("gzip", err)
 	}
 	defer done()
-	lr := &io.LimitedReader{R: src, N: MaxSize + 1}
+	fr := &firstError{r: src}
+	lr := &io.LimitedReader{R: fr, N: MaxSize + 1}
 	v, err := pickle.Decode(lr)
 	if lr.N <= 0 {
 		return nil, invalid("larger than %d bytes", int64(MaxSize))
@@ -172,9 +173,30 @@ func Read(r io.Reader) (*Snapshot, error) {
 		if errors.As(err, &pe) && pe.Err != nil {
 			return nil, readError(fmt.Sprintf("at byte %d", pe.Offset), pe.Err)
 		}
+		if errors.As(err, &pe) && fr.err != nil {
+			// The decompressor's io.ErrUnexpectedEOF, which the pickle
+			// reader takes for a pickle that ends early.
+			return nil, readError(fmt.Sprintf("at byte %d", pe.Offset), fr.err)
+		}
 		return nil, fmt.Errorf("torchsnapshot: not a PyTorch memory snapshot: %w (%w)", err, gpumem.ErrInvalidValue)
 	}
 	return fromValue(v)
+}
+
+// firstError is a reader that keeps the first error other than io.EOF its
+// reader returned: a truncated gzip stream's io.ErrUnexpectedEOF, which the
+// pickle reader cannot tell from the end of a truncated pickle.
+type firstError struct {
+	r   io.Reader
+	err error
+}
+
+func (f *firstError) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err != nil && err != io.EOF && f.err == nil {
+		f.err = err
+	}
+	return n, err
 }
 
 // readError wraps a failure to read: corrupt compressed data matches

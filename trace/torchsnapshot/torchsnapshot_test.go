@@ -358,3 +358,19 @@ func ExampleRead() {
 	fmt.Println(len(s.Devices), "device;", len(s.Devices[0]), "history entries; recorded with", s.Settings["PYTORCH_CUDA_ALLOC_CONF"])
 	// Output: 1 device; 1951 history entries; recorded with expandable_segments:True
 }
+
+// A gzip-compressed snapshot cut short is reported as truncated compressed
+// data (wrapping io.ErrUnexpectedEOF), not as a file that is no snapshot.
+func TestReadTruncatedGzip(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "train.pickle.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cut := range []int{len(raw) / 3, len(raw) / 2, len(raw) - 10} {
+		_, err := Read(bytes.NewReader(raw[:cut]))
+		if !errors.Is(err, io.ErrUnexpectedEOF) || !errors.Is(err, gpumem.ErrInvalidValue) ||
+			strings.Contains(fmt.Sprint(err), "not a PyTorch memory snapshot") {
+			t.Errorf("gzip cut at %d of %d: %v; want corrupt gzip data wrapping io.ErrUnexpectedEOF", cut, len(raw), err)
+		}
+	}
+}
