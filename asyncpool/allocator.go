@@ -144,14 +144,14 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 	if size > maxRequest {
 		return 0, fmt.Errorf("asyncpool: allocation of %d bytes is impossibly large: %w", size, gpumem.ErrInvalidValue)
 	}
-	if size > d.total {
-		return 0, d.tooLarge(size, s)
-	}
 	ci, err := d.captureInfo(s)
 	if err != nil {
 		return 0, err
 	}
 	capturing := ci.Status == gpumem.CaptureActive
+	if size > d.total {
+		return 0, d.tooLarge(size, s, capturing)
+	}
 	var gs *graphState
 	if capturing {
 		if gs, err = d.graphFor(ci, s); err != nil {
@@ -169,11 +169,15 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 	}
 	if gs != nil {
 		if err := d.markLaunch(gs, s); err != nil {
+			d.allocated.Add(-int64(size))
+			ferr := a.b.FreeAsync(p, s)
 			d.mu.Lock()
 			d.tally.devAllocs++
+			if ferr == nil {
+				d.tally.devFrees++
+			}
 			d.mu.Unlock()
-			d.allocated.Add(-int64(size))
-			if ferr := a.b.FreeAsync(p, s); ferr != nil {
+			if ferr != nil {
 				err = errors.Join(err, ferr)
 			}
 			return 0, err

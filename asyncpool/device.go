@@ -98,7 +98,7 @@ type device struct {
 	allocated atomic.Int64 // bytes handed out (and reserved by in-flight allocations)
 	pending   atomic.Int64 // bytes freed by users but not known released
 	queued    atomic.Int32 // len(fifo), for a lock-free check
-	hookCaps  atomic.Int32 // captures open through BeginCapture
+	hookCaps  atomic.Int32 // captures open through BeginCapture: len(hooked)
 
 	// guarded is the backend's capture check and call in one step, used
 	// unless captures are learnt from the hooks; nil if it has none.
@@ -115,6 +115,7 @@ type device struct {
 	// Stats last read them, reported while a capture is open.
 	poolSeen [3]uint64
 	graphs   map[uint64]*graphState // capture id -> state, until the graph is destroyed
+	hooked   map[gpumem.Stream]bool // streams whose capture BeginCapture began and EndCapture has not ended
 	toFree   []gpumem.Ptr           // records in stateGraphFreeing
 	hasWork  atomic.Bool            // toFree is not empty
 
@@ -135,7 +136,7 @@ type device struct {
 
 func newDevice(a *Allocator, dev int) (*device, error) {
 	b := a.b
-	d := &device{a: a, b: b, id: dev, graphs: map[uint64]*graphState{}, joined: map[uintptr]uint64{}}
+	d := &device{a: a, b: b, id: dev, graphs: map[uint64]*graphState{}, hooked: map[gpumem.Stream]bool{}, joined: map[uintptr]uint64{}}
 	d.hist = history.New(a.opts.HistorySize)
 	if g, ok := b.(guard.Backend); ok && g.GuardedCalls() && a.opts.CaptureCheck != CaptureCheckHooks {
 		d.guarded = g

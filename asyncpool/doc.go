@@ -72,13 +72,14 @@
 // request down the full path. Deallocate has the same fast path for a live
 // allocation of no capture with no recorded streams.
 //
-// On ErrOutOfMemory from the driver (step 6), outside capture: process
-// released graphs, DeviceSynchronize, retire every pending free, trim the
-// pool to zero and try once more (num_alloc_retries); then call the OOM
-// handler, with no lock held, for as long as it asks for another attempt
-// (oomhooks.Retry: at most 8 attempts, the bound every allocator shares);
-// then fail with *gpumem.OutOfMemoryError (num_ooms), which
-// observers are told of. Its Largest field is the pool's reserved-but-unused
+// On ErrOutOfMemory from the driver (step 6), outside capture (and while no
+// capture the allocator has seen is open on the device, which waiting would
+// invalidate): process released graphs, DeviceSynchronize, retire every
+// pending free, trim the pool to zero and try once more (num_alloc_retries);
+// then call the OOM handler, with no lock held, for as long as it asks for
+// another attempt (oomhooks.Retry: at most 8 attempts, the bound every
+// allocator shares); then fail with *gpumem.OutOfMemoryError (num_ooms),
+// which observers are told of. Its Largest field is the pool's reserved-but-unused
 // bytes, an upper bound on the largest block the pool could hand out: the
 // driver does not say how that memory is fragmented.
 //

@@ -320,3 +320,28 @@ func TestInitFaults(t *testing.T) {
 		})
 	}
 }
+
+// An allocation in a capture whose launch marker cannot be captured is
+// freed in the capture and fails; the statistics count the free with the
+// allocation, so that device allocations and frees balance.
+func TestLaunchMarkerFaultBalancesDeviceCalls(t *testing.T) {
+	r := newRig(t, sim.Config{}, asyncpool.DefaultOptions(), 1)
+	defer r.finish()
+	s := r.ss[0]
+	r.begin(s)
+	r.g.InjectFault("LaunchHostFunc", 1, errInjected)
+	_, err := r.a.Allocate(mib, s)
+	r.g.ClearFaults()
+	if !injected(err) {
+		t.Errorf("Allocate with the launch marker failing: %v", err)
+	}
+	g := r.end(s)
+	r.graphRun(g, s, 1)
+	st := r.a.Stats(0)
+	if st.NumDeviceAlloc != 1 || st.NumDeviceFree != 1 {
+		t.Errorf("num_device_alloc %d, num_device_free %d; want 1 and 1", st.NumDeviceAlloc, st.NumDeviceFree)
+	}
+	if cur := st.Allocation[gpumem.StatAll].Current; cur != 0 {
+		t.Errorf("allocations current = %d", cur)
+	}
+}

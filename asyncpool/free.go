@@ -291,7 +291,7 @@ func (d *device) freeInCapture(p gpumem.Ptr, rec record, s gpumem.Stream, ci gpu
 		if u == s {
 			continue
 		}
-		uc, err := d.b.StreamCaptureInfo(u)
+		uc, err := d.streamCapture(u)
 		if err != nil {
 			return fmt.Errorf("asyncpool: capture status of %v: %w", u, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/streamcheck"
 )
 
 // graphState follows one capture sequence, and then the graph it produced,
@@ -109,7 +110,7 @@ func (d *device) retainLater() {
 		d.mu.Unlock()
 		open := false
 		for _, s := range streams {
-			ci, err := d.b.StreamCaptureInfo(s)
+			ci, err := d.streamCapture(s)
 			if err != nil || (ci.Status != gpumem.CaptureNone && ci.ID == gs.id) {
 				open = true
 				break
@@ -254,7 +255,7 @@ func (d *device) flushGraphFrees() error {
 		}
 		d.recs.del(p)
 		d.mu.Unlock()
-		streams := using(&rec, rec.freeOn())
+		streams := d.live(using(&rec, rec.freeOn()))
 		busy, err := d.anyCapturing(streams)
 		if err == nil && !busy {
 			err = d.freeCross(p, rec.size, rec.freeOn(), streams)
@@ -282,12 +283,36 @@ func (d *device) flushGraphFrees() error {
 	return errors.Join(errs...)
 }
 
+// live drops from streams those destroyed since they were seen: they have
+// no work left for a free to wait for (the stream a graph's memory was freed
+// on included, which may be gone by the time the graph is).
+func (d *device) live(streams []gpumem.Stream) []gpumem.Stream {
+	out := streams[:0]
+	for _, u := range streams {
+		if u.IsDefault() || !streamcheck.Gone(d.b, u) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// streamCapture is s's capture status. A stream destroyed since the
+// allocator saw it captures nothing: a graph outlives the stream it was
+// captured on, and a free the streams it waits for.
+func (d *device) streamCapture(s gpumem.Stream) (gpumem.CaptureInfo, error) {
+	ci, err := d.b.StreamCaptureInfo(s)
+	if err != nil && streamcheck.Gone(d.b, s) {
+		return gpumem.CaptureInfo{Status: gpumem.CaptureNone}, nil
+	}
+	return ci, err
+}
+
 func (d *device) anyCapturing(streams []gpumem.Stream) (bool, error) {
 	for _, u := range streams {
 		if u.IsDefault() {
 			continue
 		}
-		ci, err := d.b.StreamCaptureInfo(u)
+		ci, err := d.streamCapture(u)
 		if err != nil {
 			return false, fmt.Errorf("asyncpool: capture status of %v: %w", u, err)
 		}
@@ -316,7 +341,7 @@ func (d *device) captureOpen() (bool, error) {
 	}
 	d.mu.Unlock()
 	for _, pr := range probes {
-		ci, err := d.b.StreamCaptureInfo(pr.s)
+		ci, err := d.streamCapture(pr.s)
 		if err != nil {
 			return false, fmt.Errorf("asyncpool: capture status of %v: %w", pr.s, err)
 		}
@@ -350,7 +375,12 @@ func (a *Allocator) BeginCapture(s gpumem.Stream, mode gpumem.CaptureMode) error
 	if err := a.b.StreamBeginCapture(s, mode); err != nil {
 		return fmt.Errorf("asyncpool: beginning capture on %v: %w", s, err)
 	}
-	d.hookCaps.Add(1)
+	d.mu.Lock()
+	if !d.hooked[s] {
+		d.hooked[s] = true
+		d.hookCaps.Add(1)
+	}
+	d.mu.Unlock()
 	return nil
 }
 
@@ -368,9 +398,7 @@ func (a *Allocator) EndCapture(s gpumem.Stream) (gpumem.Graph, error) {
 		return gpumem.Graph{}, errClosed
 	}
 	g, err := a.b.StreamEndCapture(s)
-	if d.hookCaps.Load() > 0 {
-		d.hookCaps.Add(-1)
-	}
+	d.unhook(s, err)
 	if d.unheld.Load() > 0 {
 		d.retainLater()
 	}
@@ -379,4 +407,23 @@ func (a *Allocator) EndCapture(s gpumem.Stream) (gpumem.Graph, error) {
 	}
 	d.processReleased()
 	return g, nil
+}
+
+// unhook forgets the capture of s that BeginCapture began once it is over:
+// when EndCapture succeeded, or failed and s is no longer capturing (an
+// invalidated capture ends with an error). A failed EndCapture of a stream
+// that BeginCapture did not begin, or whose capture goes on, leaves the
+// count of open captures as it was.
+func (d *device) unhook(s gpumem.Stream, endErr error) {
+	if endErr != nil {
+		if ci, err := d.b.StreamCaptureInfo(s); err == nil && ci.Status != gpumem.CaptureNone {
+			return
+		}
+	}
+	d.mu.Lock()
+	if d.hooked[s] {
+		delete(d.hooked, s)
+		d.hookCaps.Add(-1)
+	}
+	d.mu.Unlock()
 }

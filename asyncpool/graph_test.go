@@ -347,3 +347,154 @@ func closeRig(t *testing.T) (*sim.GPU, *asyncpool.Allocator, gpumem.Stream) {
 	t.Helper()
 	return simPool(t, sim.Config{Devices: []sim.DeviceConfig{{Name: "d", Capacity: gib}}}, asyncpool.DefaultOptions())
 }
+
+// A request larger than the device during a global-mode capture fails as
+// exhaustion and leaves the capture valid: the error goes without the
+// device's and the pool's figures, whose queries would invalidate it.
+func TestTooLargeDuringCaptureKeepsCapture(t *testing.T) {
+	r := newRig(t, sim.Config{}, asyncpool.DefaultOptions(), 1)
+	defer r.finish()
+	s := r.ss[0]
+	r.begin(s)
+	var oom *gpumem.OutOfMemoryError
+	if _, err := r.a.Allocate(9*gib, s); !errors.As(err, &oom) {
+		t.Errorf("9 GiB on an 8 GiB device during a capture: %v, want an *OutOfMemoryError", err)
+	}
+	g := r.end(s)
+	if err := r.g.GraphDestroy(g); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A failed EndCapture (a stream that is not capturing, or one ended twice)
+// ends no capture: one that BeginCapture began on another stream is still
+// seen, so that EmptyCache is refused instead of invalidating it.
+func TestFailedEndCaptureKeepsCaptureSeen(t *testing.T) {
+	r := newRig(t, sim.Config{}, asyncpool.DefaultOptions(), 3)
+	defer r.finish()
+	s0, s1, s2 := r.ss[0], r.ss[1], r.ss[2]
+	r.begin(s0)
+	if _, err := r.a.EndCapture(s1); err == nil {
+		t.Fatal("EndCapture of a stream that is not capturing succeeded")
+	}
+	r.begin(s2)
+	g2 := r.end(s2)
+	if _, err := r.a.EndCapture(s2); err == nil {
+		t.Fatal("a second EndCapture of one capture succeeded")
+	}
+	if err := r.a.EmptyCache(); !errors.Is(err, asyncpool.ErrCaptureActive) {
+		t.Errorf("EmptyCache while the capture on s0 is open: %v, want ErrCaptureActive", err)
+	}
+	g0 := r.end(s0)
+	for _, g := range []gpumem.Graph{g0, g2} {
+		if err := r.g.GraphDestroy(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.a.EmptyCache(); err != nil {
+		t.Errorf("EmptyCache after every capture ended: %v", err)
+	}
+}
+
+// tempStream makes a stream that the test destroys itself.
+func (r *rig) tempStream() gpumem.Stream {
+	r.t.Helper()
+	s, err := r.g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		r.t.Fatalf("StreamCreate: %v", err)
+	}
+	return s
+}
+
+func (r *rig) destroyStream(s gpumem.Stream) {
+	r.t.Helper()
+	if err := r.g.StreamDestroy(s); err != nil {
+		r.t.Fatalf("StreamDestroy: %v", err)
+	}
+}
+
+// A graph captured on a stream destroyed once the capture ended (by the
+// backend's calls, so that the allocator hands the graph its user object
+// later) still tells the allocator when it is destroyed: the memory it owns
+// is freed, and EmptyCache and Stats work meanwhile.
+func TestGraphOutlivesCaptureStream(t *testing.T) {
+	r := newRig(t, sim.Config{}, asyncpool.DefaultOptions(), 1)
+	defer r.finish()
+	u := r.ss[0]
+	s := r.tempStream()
+	if err := r.g.StreamBeginCapture(s, gpumem.CaptureModeRelaxed); err != nil {
+		t.Fatal(err)
+	}
+	p := r.alloc(mib, s)
+	g, err := r.g.StreamEndCapture(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.destroyStream(s)
+	r.free(p, u) // case 2: the graph owns it
+	if err := r.a.EmptyCache(); err != nil {
+		t.Errorf("EmptyCache with the capture stream destroyed: %v", err)
+	}
+	x := r.alloc(64*mib, u)
+	if got := r.a.Stats(0).ReservedBytes[gpumem.StatAll].Current; got < int64(64*mib) {
+		t.Errorf("reserved bytes = %d with 64 MiB allocated: the pool's figures are stale", got)
+	}
+	r.free(x, u)
+	r.graphRun(g, u, 1)
+	r.poke(u)
+	c := r.a.Counters(0)
+	if st := r.a.Stats(0); c.GraphReleased != 1 || c.LiveAllocations != 0 || st.PendingReleaseBytes != 0 {
+		t.Errorf("after the graph was destroyed: counters %+v, pending release %d", c, st.PendingReleaseBytes)
+	}
+}
+
+// Memory a graph owns, freed by the user on a stream destroyed before the
+// graph, is freed when the graph goes: a destroyed stream has no work to
+// wait for.
+func TestGraphMemoryFreedOnDestroyedStream(t *testing.T) {
+	r := newRig(t, sim.Config{}, asyncpool.DefaultOptions(), 1)
+	defer r.finish()
+	s := r.ss[0]
+	r.begin(s)
+	p := r.alloc(mib, s)
+	g := r.end(s)
+	f := r.tempStream()
+	r.free(p, f) // case 2, freed on f
+	if err := r.g.StreamSynchronize(f); err != nil {
+		t.Fatal(err)
+	}
+	r.destroyStream(f)
+	r.graphRun(g, s, 1)
+	r.poke(s)
+	if err := r.a.EmptyCache(); err != nil {
+		t.Errorf("EmptyCache: %v", err)
+	}
+	c := r.a.Counters(0)
+	if st := r.a.Stats(0); c.GraphReleased != 1 || c.LiveAllocations != 0 || st.PendingReleaseBytes != 0 {
+		t.Errorf("after the graph was destroyed: counters %+v, pending release %d", c, st.PendingReleaseBytes)
+	}
+}
+
+// An allocation on another stream that runs out of memory while a capture
+// is open on the device fails without waiting for the device, trimming the
+// pool or querying it, any of which would invalidate the capture.
+func TestOutOfMemoryBesideCaptureKeepsCapture(t *testing.T) {
+	cfg := sim.Config{Devices: []sim.DeviceConfig{{Name: "small", Capacity: gib}}}
+	r := newRig(t, cfg, asyncpool.DefaultOptions(), 2)
+	defer r.finish()
+	s, u := r.ss[0], r.ss[1]
+	x := r.alloc(600*mib, u)
+	r.begin(s)
+	p := r.alloc(mib, s)
+	var oom *gpumem.OutOfMemoryError
+	if _, err := r.a.Allocate(600*mib, u); !errors.As(err, &oom) {
+		t.Errorf("600 MiB more on a 1 GiB device: %v, want an *OutOfMemoryError", err)
+	}
+	if _, err := r.a.Allocate(2*gib, u); !errors.As(err, &oom) {
+		t.Errorf("2 GiB on a 1 GiB device: %v, want an *OutOfMemoryError", err)
+	}
+	r.free(p, s)
+	g := r.end(s)
+	r.graphRun(g, s, 1)
+	r.free(x, u)
+}

@@ -8,11 +8,13 @@ import (
 )
 
 // oom is the slow path of an allocation that found no memory (cause is the
-// backend's error): outside
-// capture, wait for the device, free what graphs released, trim the pool and
-// try once more; then ask the OOM handler; then fail.
+// backend's error): outside capture (and while no capture the allocator
+// knows of is open on the device), wait for the device, free what graphs
+// released, trim the pool and try once more; then ask the OOM handler; then
+// fail.
 func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) (gpumem.Ptr, error) {
 	var extra []error
+	capturing = d.captureNear(capturing)
 	if !capturing {
 		d.mu.Lock()
 		d.tally.retries++
@@ -35,7 +37,14 @@ func (d *device) oom(size uint64, s gpumem.Stream, capturing bool, cause error) 
 			return p, err
 		}
 	}
-	for attempt := 0; d.a.hooks.Retry(d.id, size, attempt); attempt++ {
+	for attempt := 0; ; attempt++ {
+		var again bool
+		if d.unlocked(func() { again = d.a.hooks.Retry(d.id, size, attempt) }) {
+			return 0, errClosed
+		}
+		if !again {
+			break
+		}
 		var p gpumem.Ptr
 		var err error
 		if p, cause, err = d.retryMalloc(size, s); p != 0 || err != nil {
@@ -52,17 +61,35 @@ const maxRequest = 1 << 62
 // tooLarge fails a request larger than the device as any other exhaustion
 // (an *gpumem.OutOfMemoryError, counted in NumOOMs, told to the observers)
 // after asking the OOM handler, as caching does; the pool is not trimmed
-// for it, since no trimming could make room.
-func (d *device) tooLarge(size uint64, s gpumem.Stream) error {
-	for attempt := 0; d.a.hooks.Retry(d.id, size, attempt); attempt++ {
-	}
+// for it, since no trimming could make room. During a capture the error
+// goes without the device's and the pool's figures, as in oom.
+func (d *device) tooLarge(size uint64, s gpumem.Stream, capturing bool) error {
+	capturing = d.captureNear(capturing)
+	d.unlocked(func() {
+		for attempt := 0; d.a.hooks.Retry(d.id, size, attempt); attempt++ {
+		}
+	})
 	cause := fmt.Errorf("asyncpool: %d bytes exceed device %d's capacity of %d: %w", size, d.id, d.total, gpumem.ErrOutOfMemory)
-	return d.fail(d.oomError(size, false, cause), s, size)
+	return d.fail(d.oomError(size, capturing, cause), s, size)
+}
+
+// captureNear reports whether the out-of-memory path must leave the device
+// and its pool alone: the allocation is being captured, or a capture the
+// allocator knows of is open on another stream of the device. Waiting for
+// the device, trimming the pool or querying it would invalidate that
+// capture, as EmptyCache's would (which is refused then).
+func (d *device) captureNear(capturing bool) bool {
+	if capturing {
+		return true
+	}
+	open, err := d.captureOpen()
+	return err == nil && open
 }
 
 // fail counts the out-of-memory failure e in the statistics and history,
 // gives e the statistics it leaves (for its memory summary) and tells the
-// observers. No lock is held on entry.
+// observers. life's read lock is held on entry, and released while the
+// observers run.
 func (d *device) fail(e *gpumem.OutOfMemoryError, s gpumem.Stream, size uint64) *gpumem.OutOfMemoryError {
 	d.mu.Lock()
 	d.tally.ooms++
@@ -71,8 +98,21 @@ func (d *device) fail(e *gpumem.OutOfMemoryError, s gpumem.Stream, size uint64) 
 	d.tally.expand(&st)
 	d.mu.Unlock()
 	e.Stats = &st
-	d.a.hooks.Notify(func() *gpumem.OutOfMemoryError { return e })
+	d.unlocked(func() { d.a.hooks.Notify(func() *gpumem.OutOfMemoryError { return e }) })
 	return e
+}
+
+// unlocked runs f, the OOM handler or the observers, with life's read lock
+// (which the allocation path holds) released, so that f may call the
+// allocator, Close included. It reports whether the device was closed
+// meanwhile.
+func (d *device) unlocked(f func()) bool {
+	d.life.RUnlock()
+	defer d.life.RLock() // held again even if f panics: Allocate releases it
+	f()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closed
 }
 
 // retryMalloc tries the allocation once more. It returns the memory, or

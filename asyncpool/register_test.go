@@ -104,3 +104,31 @@ func TestOOMHandlerBounded(t *testing.T) {
 	r.a.SetOOMHandler(nil)
 	r.free(p, s)
 }
+
+// The OOM handler and the observers are called with no lock held: they may
+// call the allocator, Close included (which waits for every call under
+// way), and the allocation then fails with ErrClosed.
+func TestOOMHandlerMayClose(t *testing.T) {
+	cfg := sim.Config{Devices: []sim.DeviceConfig{{Name: "small", Capacity: 1 * gib}}}
+	r := newRig(t, cfg, asyncpool.DefaultOptions(), 1)
+	defer r.finish()
+	s := r.ss[0]
+	r.alloc(700*mib, s) // freed by Close
+	var observed int
+	r.a.AddOOMObserver(func(e *gpumem.OutOfMemoryError) {
+		observed++
+		_ = r.a.Stats(0)
+	})
+	if _, err := r.a.Allocate(2*gib, s); !errors.Is(err, gpumem.ErrOutOfMemory) || observed != 1 {
+		t.Fatalf("Allocate over capacity: %v, observed %d times", err, observed)
+	}
+	r.a.SetOOMHandler(func(int, uint64, int) bool {
+		if err := r.a.Close(); err != nil {
+			t.Errorf("Close in the OOM handler: %v", err)
+		}
+		return true
+	})
+	if _, err := r.a.Allocate(500*mib, s); !errors.Is(err, gpumem.ErrClosed) {
+		t.Errorf("Allocate whose OOM handler closed the allocator: %v, want ErrClosed", err)
+	}
+}

@@ -234,3 +234,29 @@ func TestCollectorsTheFormatCannotCarry(t *testing.T) {
 		t.Errorf("a good collector's exposition: %v\n%s", err, buf.String())
 	}
 }
+
+// A family that another collector (or the allocators' exposition) already
+// has under the same name with another type cannot share its # TYPE line:
+// AddCollector refuses it, and accepts one of the same type.
+func TestAddCollectorTypeConflict(t *testing.T) {
+	var r metrics.Registry
+	if err := r.AddCollector("app", appColl{fam: metrics.Family{Name: "gpumem_allocated_bytes", Type: "counter"}}); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("a counter named as the allocators' gauge: %v, want ErrInvalidValue", err)
+	}
+	if err := r.AddCollector("a", appColl{fam: metrics.Family{Name: "app_load", Type: "gauge"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddCollector("b", appColl{fam: metrics.Family{Name: "app_load", Type: "counter"}}); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("a counter named as another collector's gauge: %v, want ErrInvalidValue", err)
+	}
+	if err := r.AddCollector("c", appColl{fam: metrics.Family{Name: "app_load", Type: "gauge"}}); err != nil {
+		t.Errorf("a gauge named as another collector's gauge: %v", err)
+	}
+	var buf bytes.Buffer
+	if err := r.WritePrometheus(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseExposition(buf.String()); err != nil {
+		t.Errorf("exposition: %v\n%s", err, buf.String())
+	}
+}

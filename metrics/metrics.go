@@ -62,8 +62,10 @@ func (r *Registry) Add(name string, src Source, devices []int) error {
 
 // AddCollector watches c under name (the allocator label of its samples).
 // The name shares one space with Add's. An empty name, a nil collector, a
-// name already added, or a family whose name or type the exposition format
-// cannot carry returns an error matching gpumem.ErrInvalidValue.
+// name already added, a family whose name or type the exposition format
+// cannot carry, or a family named as one of the allocators' families or of
+// another collector's with another type (one family has one # TYPE) returns
+// an error matching gpumem.ErrInvalidValue.
 func (r *Registry) AddCollector(name string, c Collector) error {
 	if name == "" {
 		return fmt.Errorf("metrics: add: empty name: %w", gpumem.ErrInvalidValue)
@@ -86,9 +88,37 @@ func (r *Registry) add(e entry) error {
 	if i < len(r.entries) && r.entries[i].name == name {
 		return fmt.Errorf("metrics: add %q: name already added: %w", name, gpumem.ErrInvalidValue)
 	}
+	if err := r.checkTypesLocked(e.c.Families()); err != nil {
+		return fmt.Errorf("metrics: add %q: %w", name, err)
+	}
 	r.entries = append(r.entries, entry{})
 	copy(r.entries[i+1:], r.entries[i:])
 	r.entries[i] = e
+	return nil
+}
+
+// checkTypesLocked reports the first family of fs named as a family of the
+// allocators or of a collector already added, with another type. r.mu must
+// be held.
+func (r *Registry) checkTypesLocked(fs []Family) error {
+	conflict := func(f Family, others []Family) error {
+		for _, o := range others {
+			if o.Name == f.Name && o.Type != f.Type {
+				return fmt.Errorf("family %s: type %s, where another source's is %s: %w", f.Name, f.Type, o.Type, gpumem.ErrInvalidValue)
+			}
+		}
+		return nil
+	}
+	for _, f := range fs {
+		if err := conflict(f, allocatorFamilies); err != nil {
+			return err
+		}
+		for _, e := range r.entries {
+			if err := conflict(f, e.c.Families()); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
