@@ -37,7 +37,10 @@ func (m *Manager) Close() error {
 	var devs []rel
 	for b := range m.live {
 		for s := range b.held {
-			if err := m.recordFenceLocked(b, s); err != nil {
+			// A stream destroyed since (idle, as asked) takes no fence:
+			// the device is synchronized instead, which orders the free
+			// just as well.
+			if err := m.fenceOrSyncLocked(b, s); err != nil && !errors.Is(err, errHoldEnded) {
 				errs = append(errs, err)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/deferrable"
 )
 
@@ -180,5 +181,40 @@ func TestSpillContextStopsInsideAMove(t *testing.T) {
 		}
 	}
 	noFailures(t, m.Stats())
+	closeChecked(t, m, g)
+}
+
+// TestNilContext checks that SpillContext and MoveToContext refuse a nil
+// context with ErrInvalidValue, leaving the manager usable, rather than
+// panicking (with the manager's lock held).
+func TestNilContext(t *testing.T) {
+	g := newSim(t, 1<<30, false)
+	m := newManager(t, g, deferrable.Options{})
+	b, err := m.Alloc(4096, gpumem.Stream{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nilCtx context.Context
+	for name, f := range map[string]func() error{
+		"SpillContext":  func() error { _, err := m.SpillContext(nilCtx, 1); return err },
+		"MoveToContext": func() error { return b.MoveToContext(nilCtx, deferrable.TierHost) },
+	} {
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("%s with a nil context panicked: %v", name, r)
+				}
+			}()
+			err = f()
+		}()
+		if !errors.Is(err, gpumem.ErrInvalidValue) {
+			t.Errorf("%s with a nil context: %v, want ErrInvalidValue", name, err)
+		}
+	}
+	where(t, b, deferrable.TierDevice)
+	if err := b.Free(); err != nil {
+		t.Fatal(err)
+	}
 	closeChecked(t, m, g)
 }

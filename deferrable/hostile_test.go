@@ -310,3 +310,73 @@ func TestRefusedHostFreeUnderTheLimit(t *testing.T) {
 	}
 	closeChecked(t, m, g)
 }
+
+// TestReleaseStreamAfterStreamDestroyed checks that ReleaseStream, like
+// ReleaseAsync on each buffer, ends the holds of a stream destroyed since
+// they were taken (the device synchronized in place of the fences), with an
+// error that says so: the buffers can then be spilled and freed.
+func TestReleaseStreamAfterStreamDestroyed(t *testing.T) {
+	g := newSim(t, 1<<30, false)
+	m := newManager(t, g, deferrable.Options{})
+	a, err := m.Alloc(4096, gpumem.Stream{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.Alloc(4096, gpumem.Stream{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.LockAndLaunchAsync(s, func(gpumem.Stream, []gpumem.Ptr) error { return nil }, a, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.StreamDestroy(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ReleaseStream(s); err == nil || !strings.Contains(err.Error(), "hold ended") {
+		t.Errorf("ReleaseStream after the stream was destroyed: %v, want an error saying the holds ended", err)
+	}
+	for i, buf := range []*deferrable.Buffer{a, b} {
+		if buf.Locked() {
+			t.Errorf("buffer %d stays locked after ReleaseStream", i)
+		}
+	}
+	if st := m.Stats(); st.AsyncLocks != 0 || st.PendingReleases != 0 {
+		t.Errorf("holds left: %d async, %d pending", st.AsyncLocks, st.PendingReleases)
+	}
+	if err := m.ReleaseStream(gpumem.Stream{Handle: 0xbad}); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("ReleaseStream of a stream that was never made: %v, want ErrInvalidValue", err)
+	}
+	for i, buf := range []*deferrable.Buffer{a, b} {
+		if err := buf.Free(); err != nil {
+			t.Errorf("Free of buffer %d: %v", i, err)
+		}
+	}
+	closeChecked(t, m, g)
+}
+
+// TestCloseDropsHoldsOfADestroyedStream checks that Close drops the holds
+// of a stream destroyed since they were taken (an idle stream, as Close
+// asks) without failing: no work can still use the buffers.
+func TestCloseDropsHoldsOfADestroyedStream(t *testing.T) {
+	g := newSim(t, 1<<30, false)
+	m := newManager(t, g, deferrable.Options{})
+	b, err := m.Alloc(4096, gpumem.Stream{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := g.StreamCreate(0, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.AcquireAsync(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.StreamDestroy(s); err != nil {
+		t.Fatal(err)
+	}
+	closeChecked(t, m, g)
+}

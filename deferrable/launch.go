@@ -99,24 +99,46 @@ func (m *Manager) undo(s gpumem.Stream, async bool, bufs []*Buffer) {
 
 // ReleaseStream releases every asynchronous hold registered on s (by
 // AcquireAsync or LockAndLaunchAsync), as one ReleaseAsync(s) on each: the
-// locks drop when s reaches this point, without blocking the host.
+// locks drop when s reaches this point, without blocking the host. If s can
+// no longer take the events (destroyed since the holds were taken), the
+// device is synchronized instead and the holds end, with an error that says
+// so.
 func (m *Manager) ReleaseStream(s gpumem.Stream) error {
-	if err := m.checkStream("release stream", s); err != nil {
-		return err
+	if s.Device != m.dev {
+		return m.checkStream("release stream", s)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return fmt.Errorf("deferrable: release stream: %w", gpumem.ErrClosed)
 	}
+	if len(m.holds[s]) == 0 {
+		// Nothing to release: only say whether s is a stream at all. A
+		// stream with holds is not asked, since it may have been
+		// destroyed since they were taken.
+		return m.checkStream("release stream", s)
+	}
 	var errs []error
+	var ended error // the device was synchronized in place of a fence
 	for b := range m.holds[s] {
 		n := b.held[s]
 		if n == 0 {
 			continue
 		}
-		if err := m.recordFenceLocked(b, s); err != nil {
-			errs = append(errs, err)
+		err := ended
+		if err == nil {
+			err = m.fenceOrSyncLocked(b, s)
+		}
+		if err != nil {
+			if !errors.Is(err, errHoldEnded) {
+				errs = append(errs, err)
+				continue
+			}
+			// Nothing queued on s can still use b, and there is no
+			// fence to wait for: the holds end now.
+			ended = err
+			delete(b.held, s)
+			m.unholdLocked(b, s)
 			continue
 		}
 		delete(b.held, s)
@@ -126,6 +148,9 @@ func (m *Manager) ReleaseStream(s gpumem.Stream) error {
 		b.pending[s] += n
 		m.clock++
 		b.lastUsed = m.clock
+	}
+	if ended != nil {
+		errs = append(errs, fmt.Errorf("deferrable: release stream: %w", ended))
 	}
 	return errors.Join(errs...)
 }

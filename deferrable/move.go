@@ -33,6 +33,9 @@ func (b *Buffer) MoveToContext(ctx context.Context, t Tier) error {
 	if err := b.valid(op); err != nil {
 		return err
 	}
+	if ctx == nil {
+		return errNilContext(op)
+	}
 	if t < 0 || t >= numTiers {
 		return fmt.Errorf("deferrable: move to %v: %w", t, gpumem.ErrInvalidValue)
 	}
@@ -88,6 +91,11 @@ func (b *Buffer) MoveToContext(ctx context.Context, t Tier) error {
 }
 
 func nop() {}
+
+// errNilContext is the error of an operation given a nil context.
+func errNilContext(op string) error {
+	return fmt.Errorf("deferrable: %s: nil context (use context.Background()): %w", op, gpumem.ErrInvalidValue)
+}
 
 // stopped reports whether err is a move stopped by its context, which
 // Stats does not count as a failure.

@@ -30,6 +30,9 @@ func (m *Manager) SpillContext(ctx context.Context, bytes uint64) (uint64, error
 	if err := m.usable("spill"); err != nil {
 		return 0, err
 	}
+	if ctx == nil {
+		return 0, errNilContext("spill")
+	}
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("deferrable: spill: %w", err)
 	}

@@ -51,8 +51,9 @@ type Allocator struct {
 
 	// dirty is set when restoring a moved buffer's hints failed: from then
 	// on every block handed out gets its hints again.
-	dirty  atomic.Bool
-	closed atomic.Bool
+	dirty   atomic.Bool
+	closed  atomic.Bool
+	closeMu sync.Mutex // serializes Close, so that a retry never races the first
 
 	shards [nshards]shard
 
@@ -479,22 +480,36 @@ func (a *Allocator) AddOOMObserver(o gpumem.OOMObserver) { a.hooks.AddObserver(o
 
 // Close waits for the devices, returns all managed memory (buffers not yet
 // freed included) and invalidates every buffer. Later calls fail with
-// ErrClosed; a second Close returns nil.
+// ErrClosed. A second Close returns nil, unless the backend refused to free
+// some memory before: it then tries that memory again and reports what it
+// still cannot free, so that a failed Close can be retried.
 func (a *Allocator) Close() error {
+	if a == nil {
+		return fmt.Errorf("managed: Close of a nil allocator: %w", gpumem.ErrInvalidValue)
+	}
+	a.closeMu.Lock()
+	defer a.closeMu.Unlock()
 	if a.closed.Swap(true) {
-		return nil
+		return errors.Join(a.devUp.leftovers(), a.hostUp.leftovers())
 	}
 	errs := []error{a.dev.Close(), a.host.Close(), a.devUp.leftovers(), a.hostUp.leftovers()}
+	// Buffer, then shard is the lock order (a Free holds its buffer's lock
+	// while it takes its shard's): the buffers are taken out of each shard
+	// first and invalidated with no shard lock held.
+	var bufs []*Buffer
 	for i := range a.shards {
 		sh := &a.shards[i]
 		sh.mu.Lock()
 		for p, buf := range sh.m {
-			buf.mu.Lock()
-			buf.freed = true
-			buf.mu.Unlock()
+			bufs = append(bufs, buf)
 			delete(sh.m, p)
 		}
 		sh.mu.Unlock()
+	}
+	for _, buf := range bufs {
+		buf.mu.Lock()
+		buf.freed = true
+		buf.mu.Unlock()
 	}
 	for i := range a.resident {
 		a.resident[i].Store(0)

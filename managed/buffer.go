@@ -41,16 +41,27 @@ type Buffer struct {
 // Location returns where the buffer is placed: the location of its advice
 // and its last prefetch.
 func (b *Buffer) Location() gpumem.Location {
+	if b.check() != nil {
+		return gpumem.Location{}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.loc
 }
 
 // Allocator returns the allocator that owns the buffer.
-func (b *Buffer) Allocator() *Allocator { return b.a }
+func (b *Buffer) Allocator() *Allocator {
+	if b == nil {
+		return nil
+	}
+	return b.a
+}
 
 // String formats the buffer for messages.
 func (b *Buffer) String() string {
+	if b.check() != nil {
+		return "managed buffer <nil>"
+	}
 	return fmt.Sprintf("managed buffer %#x (%s, %s)", uintptr(b.Ptr), gpumem.FormatBytes(b.Size), b.Location())
 }
 
@@ -79,6 +90,9 @@ type ToOptions struct {
 // error the buffer keeps its previous placement, except that a failed
 // synchronization after a queued prefetch leaves the move made.
 func (b *Buffer) To(loc gpumem.Location, opts ToOptions) (*Buffer, error) {
+	if err := b.check(); err != nil {
+		return nil, err
+	}
 	a := b.a
 	if err := a.checkOpen(); err != nil {
 		return nil, err
@@ -110,6 +124,15 @@ func (b *Buffer) To(loc gpumem.Location, opts ToOptions) (*Buffer, error) {
 		}
 	}
 	return b, nil
+}
+
+// check refuses a nil Buffer (what a failed Alloc returns) and one that no
+// allocator made (a zero Buffer), with ErrInvalidValue.
+func (b *Buffer) check() error {
+	if b == nil || b.a == nil {
+		return fmt.Errorf("managed: nil buffer (or not from an allocator): %w", gpumem.ErrInvalidValue)
+	}
+	return nil
 }
 
 func (b *Buffer) errFreed() error {
@@ -331,6 +354,9 @@ func (b *Buffer) Free() error { return b.free(nil) }
 
 // free releases the buffer, its last use ordered on s (nil: its own stream).
 func (b *Buffer) free(s *gpumem.Stream) error {
+	if err := b.check(); err != nil {
+		return err
+	}
 	a := b.a
 	if err := a.checkOpen(); err != nil {
 		return err
@@ -386,7 +412,14 @@ func (b *Buffer) free(s *gpumem.Stream) error {
 		}
 	}
 	b.mu.Unlock()
-	if err := b.pool.Deallocate(b.Ptr, fs); err != nil {
+	err := b.pool.Deallocate(b.Ptr, fs)
+	if err != nil && !fs.IsDefault() && a.streamGone(fs) {
+		// The buffer's own stream was destroyed since: it has no work
+		// left, and the pool refuses to order a free on it. The device's
+		// default stream, always live, takes its place.
+		err = b.pool.Deallocate(b.Ptr, gpumem.Stream{Device: b.dev})
+	}
+	if err != nil {
 		errs = append(errs, fmt.Errorf("managed: %w", err))
 	}
 	return errors.Join(errs...)

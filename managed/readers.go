@@ -18,6 +18,9 @@ import (
 // the buffer is freed, so a cached block handed out again carries only its
 // pool's hints.
 func (b *Buffer) AddReader(dev int) error {
+	if err := b.check(); err != nil {
+		return err
+	}
 	a := b.a
 	if err := a.checkOpen(); err != nil {
 		return err
@@ -48,6 +51,9 @@ func (b *Buffer) AddReader(dev int) error {
 // RemoveReader undoes AddReader for device dev. Removing a device that is
 // not a reader is an error matching ErrInvalidValue.
 func (b *Buffer) RemoveReader(dev int) error {
+	if err := b.check(); err != nil {
+		return err
+	}
 	a := b.a
 	if err := a.checkOpen(); err != nil {
 		return err
@@ -71,6 +77,9 @@ func (b *Buffer) RemoveReader(dev int) error {
 
 // Readers returns the devices added by AddReader, in order.
 func (b *Buffer) Readers() []int {
+	if b.check() != nil {
+		return nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make([]int, 0, len(b.readers))

@@ -26,7 +26,13 @@ type upstream struct {
 	mu     sync.Mutex
 	chunks []map[gpumem.Ptr]*chunk // per device, by base
 	pieces map[gpumem.Ptr]*chunk   // segment base -> its chunk
-	sizes  map[gpumem.Ptr]uint64   // every live segment's size
+	segs   map[gpumem.Ptr]segInfo  // every live segment
+}
+
+// segInfo is a live segment's size and device.
+type segInfo struct {
+	size uint64
+	dev  int
 }
 
 // chunk is one managed allocation of Options.SegmentSize carved into
@@ -38,7 +44,7 @@ type chunk struct {
 }
 
 func newUpstream(a *Allocator, host bool, ndev int) *upstream {
-	u := &upstream{a: a, host: host, pieces: map[gpumem.Ptr]*chunk{}, sizes: map[gpumem.Ptr]uint64{}}
+	u := &upstream{a: a, host: host, pieces: map[gpumem.Ptr]*chunk{}, segs: map[gpumem.Ptr]segInfo{}}
 	u.chunks = make([]map[gpumem.Ptr]*chunk, ndev)
 	for i := range u.chunks {
 		u.chunks[i] = map[gpumem.Ptr]*chunk{}
@@ -64,7 +70,7 @@ func (u *upstream) Alloc(dev int, size uint64) (gpumem.Ptr, error) {
 		return 0, err
 	}
 	u.mu.Lock()
-	u.sizes[p] = size
+	u.segs[p] = segInfo{size, dev}
 	u.mu.Unlock()
 	if err := a.initialHints(p, size, u.host, dev); err != nil {
 		if ferr := u.Free(dev, p); ferr != nil {
@@ -144,16 +150,17 @@ func (u *upstream) Free(dev int, p gpumem.Ptr) error {
 	a := u.a
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	size, ok := u.sizes[p]
+	seg, ok := u.segs[p]
 	if !ok {
 		return fmt.Errorf("managed: %#x is not a segment of this allocator: %w", uintptr(p), gpumem.ErrInvalidValue)
 	}
+	size := seg.size
 	c, carved := u.pieces[p]
 	if !carved {
 		if err := a.b.Free(dev, p); err != nil {
 			return fmt.Errorf("managed: freeing segment %#x: %w", uintptr(p), err)
 		}
-		delete(u.sizes, p)
+		delete(u.segs, p)
 		a.unreserve(size)
 		return nil
 	}
@@ -172,15 +179,29 @@ func (u *upstream) Free(dev int, p gpumem.Ptr) error {
 	}
 	c.n--
 	delete(u.pieces, p)
-	delete(u.sizes, p)
+	delete(u.segs, p)
 	return nil
 }
 
-// leftovers frees every chunk still held (after the pools were closed).
+// leftovers frees what the closed pools left: every chunk, and every
+// segment of its own whose free the backend refused. What it refuses again
+// stays, counted in Reserved, for a later Close to retry.
 func (u *upstream) leftovers() error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	var errs []error
+	for p, seg := range u.segs {
+		if _, carved := u.pieces[p]; carved {
+			continue // goes back with its chunk
+		}
+		if err := u.a.b.Free(seg.dev, p); err != nil {
+			errs = append(errs, fmt.Errorf("managed: freeing segment %#x: %w", uintptr(p), err))
+			continue
+		}
+		u.a.unreserve(seg.size)
+		delete(u.segs, p)
+	}
+	gone := map[*chunk]bool{}
 	for dev, m := range u.chunks {
 		for base, c := range m {
 			if err := u.a.b.Free(dev, base); err != nil {
@@ -189,9 +210,14 @@ func (u *upstream) leftovers() error {
 			}
 			u.a.unreserve(uint64(len(c.used)) * unit)
 			delete(m, base)
+			gone[c] = true
 		}
 	}
-	u.pieces = map[gpumem.Ptr]*chunk{}
-	u.sizes = map[gpumem.Ptr]uint64{}
+	for p, c := range u.pieces {
+		if gone[c] {
+			delete(u.pieces, p)
+			delete(u.segs, p)
+		}
+	}
 	return errors.Join(errs...)
 }
