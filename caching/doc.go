@@ -322,7 +322,10 @@
 // MemoryStats.UnreleasedBytes counts it while the device holds it, and
 // EmptyCache and Close try again (orphans.go). Sleep's releases go the same
 // way, and a pinned save buffer whose FreeHost fails is kept for the next
-// Sleep; Close reports what still fails.
+// Sleep. Close reports what still fails and keeps it (segments whose free
+// is refused, events whose destroy is refused, the sleep buffer and its
+// stream with the releases above), and a second Close tries it all again,
+// so a Close that failed can be retried until nothing leaks.
 //
 // # The memory fraction's cap
 //

@@ -330,11 +330,12 @@ func (a *Allocator) EmptyCache() error {
 
 // Close waits for every device, returns all memory (including allocations
 // not yet freed) and destroys the allocator's events. Later calls fail with
-// ErrClosed; a second Close returns nil.
+// ErrClosed. What the device refuses to take back (a segment's free, a
+// release, an event's destroy, the pinned sleep buffer) is kept and
+// reported, and a second Close tries it again; once everything is
+// returned, a further Close returns nil.
 func (a *Allocator) Close() error {
-	if a.closed.Swap(true) {
-		return nil
-	}
+	a.closed.Store(true)
 	var errs []error
 	for _, d := range a.devs {
 		d.mu.Lock()
@@ -362,6 +363,7 @@ func (d *device) closeLocked() error {
 	}
 	d.pending = map[uintptr][]pendingEvent{}
 	d.npending = 0
+	kept := map[*segment]struct{}{}
 	for seg := range d.segments {
 		if seg.exp != nil {
 			e := seg.exp
@@ -388,25 +390,36 @@ func (d *device) closeLocked() error {
 		}
 		if _, err := d.freeSegmentMemoryLocked(seg); err != nil {
 			errs = append(errs, fmt.Errorf("caching: freeing segment %#x: %w", uintptr(seg.addr), err))
+			kept[seg] = struct{}{}
 		}
 	}
-	d.segments = map[*segment]struct{}{}
+	d.segments = kept // refused: the next Close tries them again
 	d.live = ptrmap.Map[*block]{}
 	// Whatever the device refused to release before: once more, and what
 	// it still refuses is reported (the device holds it).
 	errs = append(errs, d.retryOrphansLocked())
 	errs = append(errs, d.closeSleepLocked())
-	for _, ev := range d.events {
+	d.events, errs = d.destroyEventsLocked(d.events, errs)
+	for k, ev := range d.streamEvents {
 		if err := d.a.b.EventDestroy(ev); err != nil {
 			errs = append(errs, fmt.Errorf("caching: destroying an event: %w", err))
+			continue // kept for the next Close
 		}
+		delete(d.streamEvents, k)
 	}
-	d.events = nil
-	for _, ev := range d.streamEvents {
-		if err := d.a.b.EventDestroy(ev); err != nil {
-			errs = append(errs, fmt.Errorf("caching: destroying an event: %w", err))
-		}
-	}
-	d.streamEvents = nil
 	return errors.Join(errs...)
+}
+
+// destroyEventsLocked destroys evs and returns those the backend refused
+// (kept for the next Close), with the refusals added to errs. d.mu must be
+// held.
+func (d *device) destroyEventsLocked(evs []gpumem.Event, errs []error) ([]gpumem.Event, []error) {
+	var kept []gpumem.Event
+	for _, ev := range evs {
+		if err := d.a.b.EventDestroy(ev); err != nil {
+			errs = append(errs, fmt.Errorf("caching: destroying an event: %w", err))
+			kept = append(kept, ev)
+		}
+	}
+	return kept, errs
 }

@@ -196,9 +196,10 @@ func (d *device) closeSleepLocked() error {
 	err := d.freeHostLocked()
 	d.sleep.runs, d.asleep = nil, false
 	if d.sleep.hasStream {
-		d.sleep.hasStream = false
 		if serr := d.a.b.StreamDestroy(d.sleep.stream); serr != nil {
-			err = errors.Join(err, fmt.Errorf("caching: destroying the stream of sleep copies: %w", serr))
+			err = errors.Join(err, fmt.Errorf("caching: destroying the stream of sleep copies (kept and tried again): %w", serr))
+		} else {
+			d.sleep.hasStream = false
 		}
 	}
 	return err
