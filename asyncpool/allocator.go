@@ -326,6 +326,9 @@ func (a *Allocator) EmptyCache() error {
 // closes nothing: waiting for the device would end the capture
 // (invalidate it), as EmptyCache's would.
 func (a *Allocator) Close() error {
+	if a == nil {
+		return fmt.Errorf("asyncpool: Close of a nil allocator: %w", gpumem.ErrInvalidValue)
+	}
 	if !a.closed.Load() {
 		for _, d := range a.existing() {
 			if open, err := d.captureOpen(); err == nil && open {

@@ -335,6 +335,9 @@ func (a *Allocator) EmptyCache() error {
 // reported, and a second Close tries it again; once everything is
 // returned, a further Close returns nil.
 func (a *Allocator) Close() error {
+	if a == nil {
+		return fmt.Errorf("caching: Close of a nil allocator: %w", gpumem.ErrInvalidValue)
+	}
 	a.closed.Store(true)
 	var errs []error
 	for _, d := range a.devs {

@@ -253,6 +253,9 @@ func (l *Launcher) unsetErr() error {
 // affected (the vendor copied the arguments); later calls fail with an
 // error matching gpumem.ErrClosed. Close is idempotent.
 func (l *Launcher) Close() error {
+	if l == nil {
+		return fmt.Errorf("kernel: Close of a nil launcher: %w", gpumem.ErrInvalidValue)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {

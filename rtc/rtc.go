@@ -235,6 +235,9 @@ func (c *Compiler) String() string { return fmt.Sprintf("%s %d.%d", c.Name(), c.
 // Close fails with an error matching gpumem.ErrClosed; closing twice is not
 // an error.
 func (c *Compiler) Close() error {
+	if c == nil {
+		return fmt.Errorf("rtc: Close of a nil compiler: %w", gpumem.ErrInvalidValue)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

@@ -371,6 +371,9 @@ func (g *GPU) ErrorName(code int) string {
 // every later call returns an error matching ErrClosed. Leaks and Violations
 // still answer after Close.
 func (g *GPU) Close() error {
+	if g == nil {
+		return fmt.Errorf("sim: Close of a nil GPU: %w", gpumem.ErrInvalidValue)
+	}
 	if err := g.enter(symtab.Close); err != nil {
 		return err
 	}
