@@ -20,14 +20,12 @@ type workspaces struct {
 	r    gpumem.Resource // nil: the library's own workspace
 	size uint64
 	max  int
-	tick uint64
-	kept []kept
+	kept []kept // least recently used first
 }
 
 type kept struct {
-	s    gpumem.Stream
-	p    gpumem.Ptr
-	used uint64 // tick of its last SetStream
+	s gpumem.Stream
+	p gpumem.Ptr
 }
 
 func (w *workspaces) enabled() bool { return w.r != nil }
@@ -56,24 +54,18 @@ func (w *workspaces) get(s gpumem.Stream) (p gpumem.Ptr, fresh bool, err error) 
 }
 
 // use marks s's workspace (p, kept already or fresh) as the one in use,
-// keeping it, and gives back the least recently used beyond max. A
+// last in the list, and gives back the least recently used beyond max. A
 // workspace its allocator refuses to take back stays kept, over max, and
 // is tried again by the next eviction and by Close.
 func (w *workspaces) use(s gpumem.Stream, p gpumem.Ptr) {
-	w.tick++
 	if i := w.find(s); i >= 0 {
-		w.kept[i].used = w.tick
-	} else {
-		w.kept = append(w.kept, kept{s: s, p: p, used: w.tick})
+		w.kept = append(w.kept[:i], w.kept[i+1:]...)
 	}
-	for over := len(w.kept) - w.max; over > 0; over-- {
-		lru := -1
-		for i := range w.kept {
-			if w.kept[i].s != s && (lru < 0 || w.kept[i].used < w.kept[lru].used) {
-				lru = i
-			}
-		}
-		if lru < 0 || w.release(lru) != nil {
+	w.kept = append(w.kept, kept{s: s, p: p})
+	// The least recently used is first; s, last, is never given back
+	// (max >= 1, so over max the first is not s).
+	for len(w.kept) > w.max {
+		if w.release(0) != nil {
 			return
 		}
 	}

@@ -40,13 +40,23 @@ func readBundled() (*trace.Trace, error) {
 // from there as they take a file, streamed, within their own limits, not
 // read whole into memory first.
 func openStdin() (*bufio.Reader, []byte, error) {
-	r := bufio.NewReaderSize(stdin, 64<<10)
-	head, err := r.Peek(4096)
-	if err != nil && err != io.EOF {
-		return nil, nil, fmt.Errorf("gpumem: reading standard input: %w", err)
+	r, head, err := peekHead(stdin, "reading standard input")
+	if err != nil {
+		return nil, nil, err
 	}
 	if len(head) == 0 {
 		return nil, nil, fmt.Errorf("gpumem: standard input is empty (\"-\" reads a trace or a snapshot from it)")
+	}
+	return r, head, nil
+}
+
+// peekHead buffers src and looks at its first 4096 bytes (fewer if it is
+// shorter) without consuming them; what names src in the error.
+func peekHead(src io.Reader, what string) (*bufio.Reader, []byte, error) {
+	r := bufio.NewReaderSize(src, 64<<10)
+	head, err := r.Peek(4096)
+	if err != nil && err != io.EOF {
+		return nil, nil, fmt.Errorf("gpumem: %s: %w", what, err)
 	}
 	return r, head, nil
 }

@@ -143,10 +143,16 @@ func writeTraceFile(out string, tr *trace.Trace, stdout io.Writer) (err error) {
 	return nil
 }
 
+// hasPickleSuffix reports whether path names a snapshot by its suffix
+// (.pickle, .pickle.gz).
+func hasPickleSuffix(path string) bool {
+	return strings.HasSuffix(strings.TrimSuffix(path, ".gz"), ".pickle")
+}
+
 // isSnapshotFile tells a PyTorch snapshot from a trace: by a .pickle
 // suffix, or by its first bytes (a pickle, plain or gzip-compressed).
 func isSnapshotFile(path string) bool {
-	if strings.HasSuffix(strings.TrimSuffix(path, ".gz"), ".pickle") {
+	if hasPickleSuffix(path) {
 		return true
 	}
 	f, err := os.Open(path)
@@ -179,13 +185,11 @@ func readTraceOrSnapshot(path string, stderr io.Writer) (*trace.Trace, error) {
 			return nil, fmt.Errorf("gpumem: %w", err)
 		}
 		defer f.Close()
-		r := bufio.NewReaderSize(f, 64<<10)
-		head, err := r.Peek(4096)
-		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("gpumem: %s: %w", path, err)
+		r, head, err := peekHead(f, path)
+		if err != nil {
+			return nil, err
 		}
-		pickle := strings.HasSuffix(strings.TrimSuffix(path, ".gz"), ".pickle")
-		return readStream(r, head, path, pickle, stderr)
+		return readStream(r, head, path, hasPickleSuffix(path), stderr)
 	}
 	if isSnapshotFile(path) {
 		return convertSnapshot(path, -1, stderr)

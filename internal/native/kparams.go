@@ -2,53 +2,63 @@ package native
 
 import (
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
+	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/symtab"
 )
 
-// paramBook remembers how many parameters each kernel found through
-// ModuleFunction takes, where the driver reports it (cuFuncGetParamInfo,
-// CUDA 12.4+), so that LaunchKernel refuses a parameter array of another
-// length instead of letting the driver read arguments that are not there.
-// The counts of a module's kernels are forgotten when it is unloaded, so a
-// handle the driver reuses for another kernel is never checked against the
-// old one. Launches read the counts with one atomic load and no lock: the
-// map is replaced, never changed, by ModuleFunction and ModuleUnload.
+// paramBook remembers the parameters of each kernel found through
+// ModuleFunction, where the driver reports them (cuFuncGetParamInfo, CUDA
+// 12.4+): LaunchKernel refuses a parameter array of another length instead
+// of letting the driver read arguments that are not there, and FuncParams
+// answers from it without asking the driver again. A module's kernels are
+// forgotten when it is unloaded, so a handle the driver reuses for another
+// kernel is never checked against the old one. Launches read the book with
+// one atomic load and no lock: the map is replaced, never changed, by
+// ModuleFunction and ModuleUnload.
 type paramBook struct {
-	counts   atomic.Pointer[map[uintptr]int] // function -> parameters
-	mu       sync.Mutex                      // writers
-	byModule map[uintptr][]uintptr           // module -> its functions in counts
+	params   atomic.Pointer[map[uintptr][]gpumem.ParamInfo] // function -> parameters
+	mu       sync.Mutex                                     // writers
+	byModule map[uintptr][]uintptr                          // module -> its functions in params
+}
+
+// get returns f's parameters, if known; the slice is the book's, not to be
+// changed.
+func (p *paramBook) get(f uintptr) ([]gpumem.ParamInfo, bool) {
+	m := p.params.Load()
+	if m == nil {
+		return nil, false
+	}
+	ps, ok := (*m)[f]
+	return ps, ok
 }
 
 // count returns f's parameter count, if known.
 func (p *paramBook) count(f uintptr) (int, bool) {
-	m := p.counts.Load()
-	if m == nil {
-		return 0, false
-	}
-	n, ok := (*m)[f]
-	return n, ok
+	ps, ok := p.get(f)
+	return len(ps), ok
 }
 
-// add records that function f of module mod takes n parameters.
-func (p *paramBook) add(mod, f uintptr, n int) {
+// add records the parameters ps of function f of module mod.
+func (p *paramBook) add(mod, f uintptr, ps []gpumem.ParamInfo) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if old, ok := p.count(f); ok && old == n {
+	if old, ok := p.get(f); ok && slices.Equal(old, ps) {
 		return
 	}
-	next := map[uintptr]int{f: n}
-	if m := p.counts.Load(); m != nil {
+	next := map[uintptr][]gpumem.ParamInfo{f: ps}
+	if m := p.params.Load(); m != nil {
 		next = maps.Clone(*m)
-		next[f] = n
+		next[f] = ps
 	}
 	if p.byModule == nil {
 		p.byModule = map[uintptr][]uintptr{}
 	}
 	p.byModule[mod] = append(p.byModule[mod], f)
-	p.counts.Store(&next)
+	p.params.Store(&next)
 }
 
 // drop forgets the functions of module mod.
@@ -60,14 +70,14 @@ func (p *paramBook) drop(mod uintptr) {
 		return
 	}
 	delete(p.byModule, mod)
-	next := maps.Clone(*p.counts.Load())
+	next := maps.Clone(*p.params.Load())
 	for _, f := range fs {
 		delete(next, f)
 	}
-	p.counts.Store(&next)
+	p.params.Store(&next)
 }
 
-// learnParams records f's parameter count where the driver reports it; a
+// learnParams records f's parameters where the driver reports them; a
 // driver without the report, or one that fails it, leaves f unchecked.
 func (b *Backend) learnParams(mod, f uintptr, dev int, name string) {
 	if b.fns[symtab.FuncGetParamInfo] == 0 {
@@ -77,5 +87,5 @@ func (b *Backend) learnParams(mod, f uintptr, dev int, name string) {
 	if err != nil {
 		return
 	}
-	b.params.add(mod, f, len(ps))
+	b.params.add(mod, f, ps)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -183,10 +184,17 @@ const maxParams = 32764
 
 // FuncParams lists f's parameters (cuFuncGetParamInfo, CUDA 12.4+), index
 // after index until the driver answers CUDA_ERROR_INVALID_VALUE: the index
-// past the last parameter.
+// past the last parameter. For a kernel of ModuleFunction the list it
+// learnt then is returned, with no call.
 func (b *Backend) FuncParams(f gpumem.Function) ([]gpumem.ParamInfo, error) {
 	if f.Handle == 0 {
 		return nil, b.invalid("FuncParams: zero function")
+	}
+	if _, err := b.target(f.Device, symtab.FuncGetParamInfo); err != nil {
+		return nil, err // closed, another device, or no such symbol
+	}
+	if ps, ok := b.params.get(f.Handle); ok {
+		return slices.Clone(ps), nil // learnt by ModuleFunction
 	}
 	return b.funcParams(f.Handle, f.Device, f.Name)
 }
