@@ -88,7 +88,11 @@ func NewAllocator(b Backend, conf string) (Allocator, error) {
 // NewAllocatorFromEnv builds the allocator that GPUMEM_ALLOC_CONF asks for
 // (the default allocator, with its defaults, when it is unset).
 func NewAllocatorFromEnv(b Backend) (Allocator, error) {
-	return NewAllocator(b, allocConfFromEnv())
+	a, err := NewAllocator(b, allocConfFromEnv())
+	if err != nil {
+		return nil, ConfFrom(err, AllocConfEnv)
+	}
+	return a, nil
 }
 
 // NewNamedAllocator builds the allocator registered under name on b from

@@ -1,6 +1,7 @@
 package gpumem
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -25,19 +26,62 @@ type ConfError struct {
 	Key    string // the key concerned ("" when the entry has none)
 	Value  string // the value as given
 	Reason string
+	// Source names where the configuration came from, as the message says
+	// it: AllocConfEnv when it was read from the environment (FromEnv,
+	// NewAllocatorFromEnv), a command-line flag, a file. Empty for a string
+	// passed to a function, which the message calls "allocator
+	// configuration".
+	Source string
 }
 
-// Error formats the error, naming the key and the value.
+// Error formats the error, naming the source, the key and the value.
 func (e *ConfError) Error() string {
+	src := e.Source
+	if src == "" {
+		src = "allocator configuration"
+	}
 	if e.Key == "" {
-		return fmt.Sprintf("gpumem: %s: %q: %s", AllocConfEnv, e.Value, e.Reason)
+		return fmt.Sprintf("gpumem: %s: %q: %s", src, e.Value, e.Reason)
 	}
 	v := e.Value
 	if strings.ContainsFunc(v, func(r rune) bool { return !unicode.IsPrint(r) }) {
 		v = strconv.Quote(v) // a character that would not show: quoted, so that it does
 	}
-	return fmt.Sprintf("gpumem: %s: %s:%s: %s", AllocConfEnv, e.Key, v, e.Reason)
+	return fmt.Sprintf("gpumem: %s: %s:%s: %s", src, e.Key, v, e.Reason)
 }
+
+// ConfFrom returns err with the configuration's source set to source when
+// err is, or wraps, a *ConfError (a copy: the original is not changed), and
+// err unchanged otherwise. A program that reads a configuration from its own
+// flag or file uses it so that the message names where to look.
+func ConfFrom(err error, source string) error {
+	var ce *ConfError
+	if !errors.As(err, &ce) || ce.Source == source {
+		return err
+	}
+	c := *ce
+	c.Source = source
+	if err == error(ce) {
+		return &c
+	}
+	return &relabelled{err: err, conf: &c}
+}
+
+// relabelled is an error chain whose *ConfError was given a source: its
+// message is the chain's with the old label replaced, and As finds the
+// relabelled *ConfError first.
+type relabelled struct {
+	err  error
+	conf *ConfError
+}
+
+func (r *relabelled) Error() string {
+	var old *ConfError
+	errors.As(r.err, &old)
+	return strings.Replace(r.err.Error(), old.Error(), r.conf.Error(), 1)
+}
+
+func (r *relabelled) Unwrap() []error { return []error{r.conf, r.err} }
 
 // Unwrap returns ErrInvalidValue.
 func (e *ConfError) Unwrap() error { return ErrInvalidValue }

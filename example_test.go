@@ -90,5 +90,5 @@ func ExampleNewAllocator() {
 	fmt.Println(errors.Is(err, gpumem.ErrInvalidValue), err)
 	// Output:
 	// allocated: 3.00 MiB
-	// true gpumem: GPUMEM_ALLOC_CONF: expandable_segments:True: does not apply to the asyncpool allocator (it applies to caching)
+	// true gpumem: allocator configuration: expandable_segments:True: does not apply to the asyncpool allocator (it applies to caching)
 }

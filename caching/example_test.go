@@ -97,7 +97,7 @@ func ExampleOptionsFromConf() {
 	fmt.Println(err)
 	// Output:
 	// true 64 3 true
-	// gpumem: GPUMEM_ALLOC_CONF: throttle_ratio:0.5: does not apply to the caching allocator (it applies to asyncpool)
+	// gpumem: allocator configuration: throttle_ratio:0.5: does not apply to the caching allocator (it applies to asyncpool)
 }
 
 // Statistics marshal to JSON with PyTorch's names.

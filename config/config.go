@@ -107,7 +107,11 @@ func Keys() []string {
 
 // FromEnv parses GPUMEM_ALLOC_CONF; unset or empty gives the zero Conf.
 func FromEnv() (Conf, error) {
-	return Parse(os.Getenv(EnvVar))
+	c, err := Parse(os.Getenv(EnvVar))
+	if err != nil {
+		return Conf{}, gpumem.ConfFrom(err, EnvVar)
+	}
+	return c, nil
 }
 
 // Parse parses a configuration string. The empty string (or only spaces)

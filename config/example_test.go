@@ -27,7 +27,7 @@ func ExampleParse() {
 	// 512 true caching
 	// 4
 	// max_split_size_mb:512,roundup_power2_divisions:[256:1,>:4],expandable_segments:True
-	// gpumem: GPUMEM_ALLOC_CONF: max_split_size_mb:16: too small, must be > 20
+	// gpumem: allocator configuration: max_split_size_mb:16: too small, must be > 20
 	// true
 }
 

@@ -60,6 +60,9 @@ const (
 	Alignment = 512
 	// MaxDevices is the most devices a simulated machine has.
 	MaxDevices = 64
+	// MaxCapacity is the most memory a simulated device has (4 TiB): a
+	// quarter of the address range each device is given.
+	MaxCapacity = deviceVASize / 4
 )
 
 // Address layout: device d's memory lives in [(d+1)<<44, (d+2)<<44); pinned
@@ -209,7 +212,7 @@ func New(cfg Config) (*GPU, error) {
 		if !pow2(dc.ManagedPageSize) || dc.ManagedPageSize < pageSize {
 			return nil, fmt.Errorf("sim: device %d: managed page size %d is not a power of two >= 64 KiB: %w", i, dc.ManagedPageSize, gpumem.ErrInvalidValue)
 		}
-		if dc.Capacity > deviceVASize/4 {
+		if dc.Capacity > MaxCapacity {
 			return nil, fmt.Errorf("sim: device %d: capacity %d exceeds the simulator's 4 TiB limit: %w", i, dc.Capacity, gpumem.ErrInvalidValue)
 		}
 		d := &device{ord: i, cfg: dc, va: newRangeSet(), store: newPageStore(), blocking: map[*stream]struct{}{}, peer: make([]bool, n)}

@@ -10,6 +10,7 @@ import (
 
 // The simulator, with the device count and capacity the flags ask for.
 func init() {
+	maxSimCapacity = sim.MaxCapacity
 	openSim = func(devices int, capacity uint64) (gpumem.Backend, error) {
 		cfg := sim.Config{Devices: make([]sim.DeviceConfig, devices)}
 		for i := range cfg.Devices {

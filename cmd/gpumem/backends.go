@@ -14,6 +14,10 @@ import (
 // through its gpumem.Registration.
 var openSim func(devices int, capacity uint64) (gpumem.Backend, error)
 
+// maxSimCapacity is the most memory a simulated device may have, set with
+// openSim (0 when the simulator is not linked in: no limit is checked).
+var maxSimCapacity uint64
+
 // defaultSimCapacity is an H200's memory.
 const defaultSimCapacity = 140 << 30
 

@@ -42,6 +42,8 @@ func TestHostileCLI(t *testing.T) {
 		{"bad bool", []string{"replay", "--json=maybe"}, nil, exitUsage, "--json"},
 		{"bad capacity flag", []string{"replay", "--sim-capacity", "lots"}, nil, exitUsage, `"lots" is not a byte count`},
 		{"zero capacity", []string{"replay", "--sim-capacity", "0"}, nil, exitUsage, "--sim-capacity must be above 0"},
+		{"capacity over the simulator's", []string{"replay", "--backend", "sim", "--sim-capacity", "5TiB", tr}, nil, exitUsage, "--sim-capacity is 5.00 TiB, over the simulator's limit of 4.00 TiB"},
+		{"capacity env over the simulator's", []string{"info", "--backend", "sim"}, map[string]string{"GPUMEM_SIM_CAPACITY": "8TiB"}, exitUsage, "GPUMEM_SIM_CAPACITY is 8.00 TiB, over"},
 		{"bad capacity env", []string{"replay", tr}, map[string]string{"GPUMEM_SIM_CAPACITY": "plenty"}, exitUsage, "GPUMEM_SIM_CAPACITY"},
 		{"zero capacity env", []string{"replay", tr}, map[string]string{"GPUMEM_SIM_CAPACITY": "0GiB"}, exitUsage, "GPUMEM_SIM_CAPACITY must be above 0"},
 		{"bad devices flag", []string{"replay", "--sim-devices", "-1"}, nil, exitUsage, "--sim-devices must be 1..64"},

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/gpumem/gpumem"
 )
 
 // flagHelp is what parseCommand needs to answer --help and report a bad
@@ -198,6 +200,9 @@ func (s *simFlags) resolve() (devices int, capacity uint64, err error) {
 	}
 	if capacity == 0 {
 		return 0, 0, usagef("%s must be above 0", capSrc)
+	}
+	if maxSimCapacity > 0 && capacity > maxSimCapacity {
+		return 0, 0, usagef("%s is %s, over the simulator's limit of %s a device", capSrc, gpumem.FormatBytes(capacity), gpumem.FormatBytes(maxSimCapacity))
 	}
 	return devices, capacity, nil
 }

@@ -60,20 +60,17 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	}
 
 	// The configuration: --conf, else the environment.
+	// Its errors, here and from the allocators, name where it came from.
 	var conf config.Conf
-	fromFlag := false
+	confSrc := config.EnvVar
 	if isSet(fs, "conf") {
-		fromFlag = true
+		confSrc = "--conf"
 		conf, err = config.Parse(*confFlag)
 	} else {
 		conf, err = config.FromEnv()
 	}
 	if err != nil {
-		src := "GPUMEM_ALLOC_CONF"
-		if fromFlag {
-			src = "--conf"
-		}
-		return fail(stderr, replayUsage, usagef("%s: %v", src, trimPrefix(err)))
+		return fail(stderr, replayUsage, usagef("%s", trimPrefix(gpumem.ConfFrom(err, confSrc))))
 	}
 
 	// Which allocators: --allocator, else the conf's backend key, else every
@@ -146,6 +143,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 			}
 			a, err := gpumem.NewNamedAllocator(rb, name, conf.String())
 			if err != nil {
+				err = gpumem.ConfFrom(err, confSrc)
 				if every && len(names) > 1 && (errors.Is(err, gpumem.ErrInvalidValue) || errors.Is(err, gpumem.ErrNotSupported)) {
 					fmt.Fprintf(stderr, "gpumem: skipping %s: %v\n", name, trimPrefix(err))
 					skipped[name] = true

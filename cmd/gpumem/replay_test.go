@@ -140,8 +140,13 @@ func TestReplayConf(t *testing.T) {
 	}
 	t.Setenv("GPUMEM_ALLOC_CONF", "")
 	code, _, e = runCmd(t, "replay", "--backend", "sim", "--conf", "max_split_size_mb:5", p)
-	if code != exitUsage || !strings.Contains(e, "max_split_size_mb") || !strings.Contains(e, "5") {
-		t.Fatalf("bad --conf: exit %d %q", code, e)
+	if code != exitUsage || !strings.Contains(e, "--conf: max_split_size_mb:5") || strings.Contains(e, "GPUMEM_ALLOC_CONF:") {
+		t.Fatalf("bad --conf: exit %d %q (want it to name --conf, not the environment)", code, e)
+	}
+	// A configuration an allocator refuses names --conf too.
+	code, _, e = runCmd(t, "replay", "--backend", "sim", "--allocator", "asyncpool", "--conf", "expandable_segments:True", p)
+	if code == exitOK || !strings.Contains(e, "--conf: expandable_segments:True") {
+		t.Fatalf("refused --conf: exit %d %q", code, e)
 	}
 	// The conf's backend key picks the allocator; an unknown one is refused.
 	code, _, e = runCmd(t, "replay", "--backend", "sim", "--conf", "backend:managed", "--allocator", "nope", p)
