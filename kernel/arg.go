@@ -68,6 +68,16 @@ var scalars = [...]Arg{
 // older ones).
 const MaxStructSize = 32764
 
+// MaxParamBytes bounds all of a kernel's parameters together, laid out as
+// the kernel sees them (each at a multiple of its alignment, in order):
+// CUDA's limit since 12.1 on Volta and later, the largest any vendor
+// accepts. New refuses a signature over it on every backend, including
+// those that cannot report a kernel's parameters (HIP), where the vendor
+// would otherwise read argument bytes the declaration does not hold. A
+// vendor with a lower limit (CUDA on older devices: 4096) refuses the
+// launch itself.
+const MaxParamBytes = 32764
+
 // Struct declares a struct parameter passed by value: size bytes aligned
 // to align (a power of two from 1 to 16; size a positive multiple of it, as
 // C lays structs out). New reports a bad size or alignment.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -223,6 +224,29 @@ func TestBadSignatures(t *testing.T) {
 			if l != nil {
 				l.Close()
 			}
+		}
+	}
+	// All the parameters together, as the kernel lays them out (padding
+	// included), may take MaxParamBytes, not more: the recorder reports no
+	// parameters, as HIP cannot, so New's own bound is all that stops them.
+	okSig := []kernel.Arg{kernel.Struct(kernel.MaxParamBytes-4, 4), kernel.Int32}
+	if l, err := kernel.New(rec, fn, okSig...); err != nil {
+		t.Errorf("parameters of exactly MaxParamBytes: %v", err)
+	} else {
+		l.Close()
+	}
+	for name, sig := range map[string][]kernel.Arg{
+		"one over":          {kernel.Struct(kernel.MaxParamBytes-4, 4), kernel.Int64},
+		"padding over":      {kernel.Int8, kernel.Struct(kernel.MaxParamBytes-4, 8)},
+		"many small ones":   append(make([]kernel.Arg, 0, 4097), slices.Repeat([]kernel.Arg{kernel.Ptr}, 4096)...),
+		"two large structs": {kernel.Struct(20000, 8), kernel.Struct(20000, 8)},
+	} {
+		l, err := kernel.New(rec, fn, sig...)
+		if !errors.Is(err, gpumem.ErrInvalidValue) || !strings.Contains(fmt.Sprint(err), "over the 32764 a kernel may take") {
+			t.Errorf("%s: New = %v, want the parameter bound", name, err)
+		}
+		if l != nil {
+			l.Close()
 		}
 	}
 	// The message names what is wrong with the size or alignment given.

@@ -31,7 +31,8 @@ type Launcher struct {
 // Arg per kernel parameter in order, in memory mapped outside the Go heap.
 // A kernel with no parameters takes no Args. A nil k (or a nil pointer in
 // it), a zero f or a bad declaration (an unknown kind, a struct whose size
-// or alignment is impossible) is an error matching gpumem.ErrInvalidValue,
+// or alignment is impossible, parameters that take more than
+// MaxParamBytes together) is an error matching gpumem.ErrInvalidValue,
 // and so is a signature that differs from the kernel's parameters in count
 // or sizes where k reports them (gpumem.ParamReporter: the simulator, CUDA
 // 12.4 and later).
@@ -45,6 +46,7 @@ func New(k gpumem.Kernels, f gpumem.Function, sig ...Arg) (*Launcher, error) {
 	n := len(sig)
 	offs := make([]uintptr, n)
 	end := uintptr(n) * 8
+	var params uintptr // the parameters as the kernel lays them out, from 0
 	for i, a := range sig {
 		if why := a.valid(); why != "" {
 			return nil, fmt.Errorf("kernel: %s: argument %d: %s: %w", f.Name, i, why, gpumem.ErrInvalidValue)
@@ -53,6 +55,11 @@ func New(k gpumem.Kernels, f gpumem.Function, sig ...Arg) (*Launcher, error) {
 		end = (end + al - 1) &^ (al - 1)
 		offs[i] = end
 		end += uintptr(a.Size())
+		params = (params+al-1)&^(al-1) + uintptr(a.Size())
+		if params > MaxParamBytes {
+			return nil, fmt.Errorf("kernel: %s: the parameters take %d bytes or more by argument %d, over the %d a kernel may take: %w",
+				f.Name, params, i, MaxParamBytes, gpumem.ErrInvalidValue)
+		}
 	}
 	if pr, ok := k.(gpumem.ParamReporter); ok {
 		if err := checkParams(pr, f, sig); err != nil {
