@@ -120,15 +120,24 @@ func (d *diskStore) readAt(p []byte, off uint64) error {
 }
 
 func (d *diskStore) close() error {
+	// A file whose Close failed is closed all the same (os.File releases
+	// its descriptor either way): a second close removes what is left.
 	err := d.f.Close()
+	if errors.Is(err, os.ErrClosed) {
+		err = nil
+	}
 	if !d.unlinked {
-		if e := os.Remove(d.path); e != nil && err == nil && !os.IsNotExist(e) {
-			err = e
+		if e := os.Remove(d.path); e != nil && !os.IsNotExist(e) {
+			err = errors.Join(err, e)
+		} else {
+			d.unlinked = true
 		}
 	}
 	if d.dir != "" {
-		if e := os.RemoveAll(d.dir); e != nil && err == nil {
-			err = e
+		if e := os.RemoveAll(d.dir); e != nil {
+			err = errors.Join(err, e)
+		} else {
+			d.dir = ""
 		}
 	}
 	if err != nil {

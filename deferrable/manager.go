@@ -80,6 +80,9 @@ type Manager struct {
 	arena  *hostArena
 	disk   *diskStore
 
+	closeMu sync.Mutex // serializes Close, and guards left
+	left    closeLeft  // what Close has still to give back
+
 	mu        sync.Mutex
 	cond      sync.Cond
 	closed    bool

@@ -312,36 +312,55 @@ func (mv *mover) copyDirect(dst, src gpumem.Ptr, size uint64, waits []gpumem.Eve
 	return err
 }
 
-// close drains the copy stream and frees the ring.
+// close drains the copy stream and frees the ring. What the backend
+// refuses to destroy or free is kept, and the next close tries it again.
 func (mv *mover) close() error {
 	mv.mu.Lock()
 	defer mv.mu.Unlock()
 	mv.smu.Lock()
 	defer mv.smu.Unlock()
-	if !mv.hasStr {
-		return nil
-	}
 	var errs []error
-	if err := mv.b.StreamSynchronize(mv.stream); err != nil {
-		errs = append(errs, err)
+	if mv.hasStr {
+		if err := mv.b.StreamSynchronize(mv.stream); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	kept := mv.slots[:0]
 	for _, sl := range mv.slots {
-		if err := mv.b.EventDestroy(sl.ev); err != nil {
-			errs = append(errs, err)
+		if sl.ev != (gpumem.Event{}) {
+			if err := mv.b.EventDestroy(sl.ev); err != nil {
+				errs = append(errs, err)
+			} else {
+				sl.ev = gpumem.Event{}
+			}
 		}
-		if err := mv.b.FreeHost(sl.ptr); err != nil {
-			errs = append(errs, err)
+		if sl.ptr != 0 {
+			if err := mv.b.FreeHost(sl.ptr); err != nil {
+				errs = append(errs, err)
+			} else {
+				sl.ptr, sl.mem = 0, nil
+			}
+		}
+		if sl.ev != (gpumem.Event{}) || sl.ptr != 0 {
+			kept = append(kept, sl)
 		}
 	}
+	mv.slots = kept
+	mv.inited = false
 	if mv.hasEv {
 		if err := mv.b.EventDestroy(mv.syncEv); err != nil {
 			errs = append(errs, err)
+		} else {
+			mv.hasEv = false
 		}
 	}
-	if err := mv.b.StreamDestroy(mv.stream); err != nil {
-		errs = append(errs, err)
+	if mv.hasStr {
+		if err := mv.b.StreamDestroy(mv.stream); err != nil {
+			errs = append(errs, err)
+		} else {
+			mv.hasStr = false
+		}
 	}
-	mv.slots, mv.inited, mv.hasStr, mv.hasEv = nil, false, false, false
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("deferrable: close copy machinery: %w", err)
 	}
