@@ -196,6 +196,41 @@ func TestUnmapPartOfAMapping(t *testing.T) {
 	}
 }
 
+// TestUnmapPartOfOneMapping: a range that holds a single mapping but not
+// exactly (the mapping runs past its end, or the range past the mapping's)
+// is refused and unmaps nothing: clr's hipMemUnmap would release the whole
+// mapping at the address, memory the caller did not name.
+func TestUnmapPartOfOneMapping(t *testing.T) {
+	b := openFake(t, 60200000, nil, [2]uint64{2 << 20, 2 << 20})
+	base := gpumem.Ptr(0x7f0000000000)
+	if err := b.MemMap(base, 4<<20, 0, gpumem.MemHandle{Handle: 1}); err != nil {
+		t.Fatal(err)
+	}
+	mapped := func() int {
+		fake.mu.Lock()
+		defer fake.mu.Unlock()
+		return len(fake.mapped)
+	}
+	if err := b.MemUnmap(base, 2<<20); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("unmapping 2 MiB of a 4 MiB mapping: %v, want ErrInvalidValue", err)
+	}
+	if mapped() != 1 {
+		t.Fatal("a refused partial unmap unmapped the whole mapping")
+	}
+	if err := b.MemUnmap(base, 8<<20); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Errorf("unmapping 8 MiB over a 4 MiB mapping: %v, want ErrInvalidValue", err)
+	}
+	if mapped() != 1 {
+		t.Fatal("a refused unmap past the mapping unmapped it")
+	}
+	if err := b.MemUnmap(base, 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	if mapped() != 0 {
+		t.Error("the exact unmap left the mapping")
+	}
+}
+
 // TestReserveMixedGranularity: a size aligned for device 1 but not for
 // device 0 is reserved (rounded up), not refused as out of memory.
 func TestReserveMixedGranularity(t *testing.T) {

@@ -98,7 +98,9 @@ func (b *Backend) MemMap(p gpumem.Ptr, size, offset uint64, h gpumem.MemHandle) 
 
 // MemUnmap unmaps a range. With Dialect.UnmapByMapping a range that holds
 // several of MemMap's mappings is unmapped one mapping at a time, in address
-// order, since the vendor's call would release only the first.
+// order, since the vendor's call would release only the first; a range that
+// holds some of them but is not exactly a run of them (part of a mapping,
+// or a gap) is refused with ErrInvalidValue and nothing is unmapped.
 func (b *Backend) MemUnmap(p gpumem.Ptr, size uint64) error {
 	if !b.d.UnmapByMapping {
 		return b.call(0, symtab.MemUnmap, uintptr(p), uintptr(size), 0, 0, 0, 0)
@@ -113,15 +115,15 @@ func (b *Backend) MemUnmap(p gpumem.Ptr, size uint64) error {
 		return nil
 	}
 	within := b.maps.within(p, size)
-	if len(within) <= 1 {
-		if err := b.call(0, symtab.MemUnmap, uintptr(p), uintptr(size), 0, 0, 0, 0); err != nil {
-			return err
-		}
-		b.maps.remove(within)
-		return nil
+	if len(within) == 0 {
+		// No mapping of this backend's starts in the range: the vendor
+		// judges it.
+		return b.call(0, symtab.MemUnmap, uintptr(p), uintptr(size), 0, 0, 0, 0)
 	}
-	// The mappings must tile the range exactly: one that runs past its end
-	// (or a gap) would unmap memory the caller did not name.
+	// The mappings must tile the range exactly, a single one included: one
+	// that runs past its end would be unmapped whole (the vendor's call
+	// releases the whole mapping at its address, whatever the size), memory
+	// the caller did not name, and a gap is a range that is not mapped.
 	at := p
 	for _, m := range within {
 		if m.p != at || uint64(m.p-p)+m.size > size {
