@@ -255,7 +255,7 @@ func TestConcurrentCalls(t *testing.T) {
 		go func(g int) {
 			defer wg.Done()
 			s := gpumem.Stream{Device: g % 2}
-			for i := 0; i < 200; i++ {
+			for i := 1; i <= 200; i++ {
 				p, err := b.MallocFromPoolAsync(uint64(i), pool, s)
 				if err != nil || p != gpumem.Ptr(0x20000+i) {
 					t.Errorf("MallocFromPoolAsync: %#x %v", p, err)

@@ -102,6 +102,12 @@ func fakeFunctions() map[string]uintptr {
 				delete(fake.mapped, p) // only the mapping at p, whatever size says
 				return 0
 			}),
+			// clr answers an allocation of 0 bytes with success and NULL.
+			"hipMalloc":                  cb(func(p, size uintptr) uintptr { return fakeAlloc(p, size) }),
+			"hipHostMalloc":              cb(func(p, size, flags uintptr) uintptr { return fakeAlloc(p, size) }),
+			"hipMallocManaged":           cb(func(p, size, flags uintptr) uintptr { return fakeAlloc(p, size) }),
+			"hipMallocAsync":             cb(func(p, size, s uintptr) uintptr { return fakeAlloc(p, size) }),
+			"hipMallocFromPoolAsync":     cb(func(p, size, pool, s uintptr) uintptr { return fakeAlloc(p, size) }),
 			"hipDeviceGetDefaultMemPool": cb(func(p, dev uintptr) uintptr { put(p, 0x900+dev); return 0 }),
 			"hipMemPoolSetAttribute": cb(func(pool, attr, v uintptr) uintptr {
 				fake.mu.Lock()
@@ -130,6 +136,17 @@ func fakeFunctions() map[string]uintptr {
 		}
 	})
 	return fake.fns
+}
+
+// fakeAlloc is the fake's allocations: NULL for 0 bytes, as clr answers,
+// else an address of its own.
+func fakeAlloc(p, size uintptr) uintptr {
+	if size == 0 {
+		put[uintptr](p, 0)
+		return 0
+	}
+	put[uintptr](p, 0x7e0000000000)
+	return 0
 }
 
 // openFake opens the backend over the fake runtime of version v, whose two
@@ -228,6 +245,37 @@ func TestUnmapPartOfOneMapping(t *testing.T) {
 	}
 	if mapped() != 0 {
 		t.Error("the exact unmap left the mapping")
+	}
+}
+
+// TestZeroSizeAllocationsRefused: an allocation of 0 bytes is refused with
+// ErrInvalidValue, as on CUDA, not answered with the NULL pointer and no
+// error that clr gives (zero is never a valid allocation).
+func TestZeroSizeAllocationsRefused(t *testing.T) {
+	b := openFake(t, 60200000, nil, [2]uint64{})
+	s := gpumem.Stream{Device: 1, Handle: 0x5}
+	pool := gpumem.MemPool{Device: 1, Handle: 0x901}
+	for name, alloc := range map[string]func(uint64) (gpumem.Ptr, error){
+		"Malloc":              func(n uint64) (gpumem.Ptr, error) { return b.Malloc(1, n) },
+		"MallocHost":          b.MallocHost,
+		"MallocManaged":       func(n uint64) (gpumem.Ptr, error) { return b.MallocManaged(1, n) },
+		"MallocAsync":         func(n uint64) (gpumem.Ptr, error) { return b.MallocAsync(n, s) },
+		"MallocFromPoolAsync": func(n uint64) (gpumem.Ptr, error) { return b.MallocFromPoolAsync(n, pool, s) },
+		"MallocFromPoolAsyncUncaptured": func(n uint64) (gpumem.Ptr, error) {
+			p, _, err := b.MallocFromPoolAsyncUncaptured(n, pool, s)
+			return p, err
+		},
+	} {
+		if p, err := alloc(0); !errors.Is(err, gpumem.ErrInvalidValue) || p != 0 {
+			t.Errorf("%s of 0 bytes = %#x, %v; want ErrInvalidValue", name, p, err)
+		}
+		if p, err := alloc(512); err != nil || p == 0 {
+			t.Errorf("%s of 512 bytes = %#x, %v", name, p, err)
+		}
+	}
+	b.Close()
+	if _, err := b.Malloc(0, 0); !errors.Is(err, gpumem.ErrClosed) {
+		t.Errorf("Malloc of 0 bytes after Close: %v, want ErrClosed", err)
 	}
 }
 

@@ -20,6 +20,9 @@ func (b *Backend) GuardedCalls() bool {
 // allocation made in one transition. A capturing stream gets its status back
 // and nothing is allocated.
 func (b *Backend) MallocFromPoolAsyncUncaptured(size uint64, p gpumem.MemPool, s gpumem.Stream) (gpumem.Ptr, gpumem.CaptureStatus, error) {
+	if size == 0 {
+		return 0, 0, b.zeroSize(symtab.MallocFromPoolAsync)
+	}
 	c := getCell()
 	st, err := b.guarded(s, symtab.MallocFromPoolAsync, c.addr(0), uintptr(size), p.Handle, s.Handle)
 	out := c[0]

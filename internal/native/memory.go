@@ -7,11 +7,16 @@ import (
 	"github.com/gpumem/gpumem/internal/symtab"
 )
 
-// allocOut calls op(out, a2, a3, a4) on on's device, ordered on on for the
-// stream-ordered ops (callOnStream), and returns what it wrote to out.
-func (b *Backend) allocOut(on gpumem.Stream, op symtab.Op, a2, a3, a4 uintptr) (gpumem.Ptr, error) {
+// allocOut calls op(out, size, a3, a4) on on's device, ordered on on for
+// the stream-ordered ops (callOnStream), and returns what it wrote to out.
+// A size of 0 is refused before the call: HIP answers it with success and
+// a NULL pointer, and zero is never a valid allocation (gpumem.Ptr).
+func (b *Backend) allocOut(on gpumem.Stream, op symtab.Op, size uint64, a3, a4 uintptr) (gpumem.Ptr, error) {
+	if size == 0 {
+		return 0, b.zeroSize(op)
+	}
 	c := getCell()
-	err := b.callOnStream(on, op, c.addr(0), a2, a3, a4, 0, 0)
+	err := b.callOnStream(on, op, c.addr(0), uintptr(size), a3, a4, 0, 0)
 	p := c[0]
 	putCell(c)
 	if err != nil {
@@ -20,9 +25,20 @@ func (b *Backend) allocOut(on gpumem.Stream, op symtab.Op, a2, a3, a4 uintptr) (
 	return gpumem.Ptr(p), nil
 }
 
+// zeroSize is why an allocation of 0 bytes through op is refused (after
+// Close, as every call, for the backend being closed).
+//
+//go:noinline
+func (b *Backend) zeroSize(op symtab.Op) error {
+	if b.closed.Load() {
+		return b.closedErr()
+	}
+	return fmt.Errorf("gpumem: %s: %s of 0 bytes: %w", b.d.Name, symtab.Driver.Rows[op].Op, gpumem.ErrInvalidValue)
+}
+
 // Malloc allocates device memory.
 func (b *Backend) Malloc(dev int, size uint64) (gpumem.Ptr, error) {
-	return b.allocOut(gpumem.Stream{Device: dev}, symtab.Malloc, uintptr(size), 0, 0)
+	return b.allocOut(gpumem.Stream{Device: dev}, symtab.Malloc, size, 0, 0)
 }
 
 // Free frees device memory.
@@ -32,7 +48,7 @@ func (b *Backend) Free(dev int, p gpumem.Ptr) error {
 
 // MallocHost allocates portable page-locked host memory.
 func (b *Backend) MallocHost(size uint64) (gpumem.Ptr, error) {
-	return b.allocOut(gpumem.Stream{}, symtab.MallocHost, uintptr(size), HostAllocPortable, 0)
+	return b.allocOut(gpumem.Stream{}, symtab.MallocHost, size, HostAllocPortable, 0)
 }
 
 // FreeHost frees page-locked host memory.
@@ -42,7 +58,7 @@ func (b *Backend) FreeHost(p gpumem.Ptr) error {
 
 // MallocManaged allocates managed memory attached globally.
 func (b *Backend) MallocManaged(dev int, size uint64) (gpumem.Ptr, error) {
-	return b.allocOut(gpumem.Stream{Device: dev}, symtab.MallocManaged, uintptr(size), MemAttachGlobal, 0)
+	return b.allocOut(gpumem.Stream{Device: dev}, symtab.MallocManaged, size, MemAttachGlobal, 0)
 }
 
 // location encodes loc for the vendor: packed CUmemLocation (by value) or a

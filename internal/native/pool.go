@@ -198,12 +198,12 @@ func (b *Backend) MemPoolGetAccess(p gpumem.MemPool, dev int) (gpumem.Access, er
 
 // MallocAsync allocates from the stream's device's current pool.
 func (b *Backend) MallocAsync(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
-	return b.allocOut(s, symtab.MallocAsync, uintptr(size), s.Handle, 0)
+	return b.allocOut(s, symtab.MallocAsync, size, s.Handle, 0)
 }
 
 // MallocFromPoolAsync allocates from pool p, ordered on s.
 func (b *Backend) MallocFromPoolAsync(size uint64, p gpumem.MemPool, s gpumem.Stream) (gpumem.Ptr, error) {
-	return b.allocOut(s, symtab.MallocFromPoolAsync, uintptr(size), p.Handle, s.Handle)
+	return b.allocOut(s, symtab.MallocFromPoolAsync, size, p.Handle, s.Handle)
 }
 
 // FreeAsync frees stream-ordered memory once s reaches this point.
