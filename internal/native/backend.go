@@ -33,11 +33,16 @@ type Backend struct {
 	poolsSet  sync.Map      // pool handle -> struct{}: Dialect.PoolSetup ran
 	streams   sync.Map      // stream handle -> streamState: made or destroyed through this backend
 	epoch     atomic.Uint64 // StreamEpoch: incremented on StreamDestroy and Close
-	// deadStreams counts the handles in streams recorded destroyed;
-	// events are the event handles made (handles.go).
+	// deadStreams counts the handles in streams recorded destroyed; the
+	// books are the handles of each other kind made, live or destroyed
+	// (handles.go).
 	deadStreams atomic.Int64
-	events      eventBook
-	params      paramBook // parameter counts of the kernels of ModuleFunction
+	events      handleBook
+	graphs      handleBook // StreamEndCapture's, until GraphDestroy
+	execs       handleBook // GraphInstantiate's, until GraphExecDestroy
+	modules     handleBook // ModuleLoadData's, until ModuleUnload
+	pools       handleBook // MemPoolCreate's, until MemPoolDestroy
+	params      paramBook  // parameter counts of the kernels of ModuleFunction
 
 	// State the dialect keeps (driver version, ...).
 	DriverVersion  int

@@ -96,6 +96,7 @@ func (b *Backend) StreamEndCapture(s gpumem.Stream) (gpumem.Graph, error) {
 	if int32(r) != 0 {
 		return gpumem.Graph{}, b.failed(symtab.StreamEndCapture, r, preFailed)
 	}
+	b.graphs.made(uintptr(c[0]))
 	return gpumem.Graph{Handle: uintptr(c[0]), Device: s.Device}, nil
 }
 
@@ -132,11 +133,15 @@ func (b *Backend) StreamCaptureInfo(s gpumem.Stream) (gpumem.CaptureInfo, error)
 
 // GraphInstantiate instantiates a graph.
 func (b *Backend) GraphInstantiate(g gpumem.Graph) (gpumem.GraphExec, error) {
+	if err := b.refuseDead(&b.graphs, "graph", g.Handle); err != nil {
+		return gpumem.GraphExec{}, err
+	}
 	c := getCell()
 	defer putCell(c)
 	if err := b.call(g.Device, symtab.GraphInstantiate, c.addr(0), g.Handle, 0, 0, 0, 0); err != nil {
 		return gpumem.GraphExec{}, err
 	}
+	b.execs.made(uintptr(c[0]))
 	return gpumem.GraphExec{Handle: uintptr(c[0]), Device: g.Device}, nil
 }
 
@@ -145,17 +150,36 @@ func (b *Backend) GraphLaunch(ge gpumem.GraphExec, s gpumem.Stream) error {
 	if err := b.deadStream(s); err != nil {
 		return err
 	}
+	if err := b.refuseDead(&b.execs, "instantiated graph", ge.Handle); err != nil {
+		return err
+	}
 	return b.call(s.Device, symtab.GraphLaunch, ge.Handle, s.Handle, 0, 0, 0, 0)
 }
 
-// GraphExecDestroy destroys an instantiated graph.
+// GraphExecDestroy destroys an instantiated graph. One this backend
+// destroyed is refused without reaching the library.
 func (b *Backend) GraphExecDestroy(ge gpumem.GraphExec) error {
-	return b.call(ge.Device, symtab.GraphExecDestroy, ge.Handle, 0, 0, 0, 0, 0)
+	if err := b.refuseDead(&b.execs, "instantiated graph", ge.Handle); err != nil {
+		return err
+	}
+	if err := b.call(ge.Device, symtab.GraphExecDestroy, ge.Handle, 0, 0, 0, 0, 0); err != nil {
+		return err
+	}
+	b.execs.destroyed(ge.Handle)
+	return nil
 }
 
-// GraphDestroy destroys a graph.
+// GraphDestroy destroys a graph. One this backend destroyed is refused
+// without reaching the library.
 func (b *Backend) GraphDestroy(g gpumem.Graph) error {
-	return b.call(g.Device, symtab.GraphDestroy, g.Handle, 0, 0, 0, 0, 0)
+	if err := b.refuseDead(&b.graphs, "graph", g.Handle); err != nil {
+		return err
+	}
+	if err := b.call(g.Device, symtab.GraphDestroy, g.Handle, 0, 0, 0, 0, 0); err != nil {
+		return err
+	}
+	b.graphs.destroyed(g.Handle)
+	return nil
 }
 
 // UserObjectCreate makes a user object whose destructor runs fn once. With
@@ -191,6 +215,9 @@ func (b *Backend) UserObjectRelease(o gpumem.UserObject, count uint32) error {
 
 // GraphRetainUserObject gives g count references to o.
 func (b *Backend) GraphRetainUserObject(g gpumem.Graph, o gpumem.UserObject, count uint32, move bool) error {
+	if err := b.refuseDead(&b.graphs, "graph", g.Handle); err != nil {
+		return err
+	}
 	var flags uintptr
 	if move {
 		flags = GraphUserObjectMove

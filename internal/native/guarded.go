@@ -23,6 +23,9 @@ func (b *Backend) MallocFromPoolAsyncUncaptured(size uint64, p gpumem.MemPool, s
 	if size == 0 {
 		return 0, 0, b.zeroSize(symtab.MallocFromPoolAsync)
 	}
+	if err := b.deadPool(p); err != nil {
+		return 0, 0, err
+	}
 	c := getCell()
 	st, err := b.guarded(s, symtab.MallocFromPoolAsync, c.addr(0), uintptr(size), p.Handle, s.Handle)
 	out := c[0]

@@ -86,13 +86,18 @@ func (b *Backend) ModuleLoadData(dev int, image []byte) (gpumem.Module, error) {
 	if err != nil {
 		return gpumem.Module{}, err
 	}
+	b.modules.made(uintptr(c[0]))
 	return gpumem.Module{Device: dev, Handle: uintptr(c[0])}, nil
 }
 
-// ModuleUnload unloads m.
+// ModuleUnload unloads m. A module this backend unloaded is refused
+// without reaching the library.
 func (b *Backend) ModuleUnload(m gpumem.Module) error {
 	if m.Handle == 0 {
 		return b.invalid("ModuleUnload: zero module")
+	}
+	if err := b.refuseDead(&b.modules, "module", m.Handle); err != nil {
+		return err
 	}
 	op := symtab.ModuleUnload
 	if b.libraryAPI() {
@@ -101,6 +106,7 @@ func (b *Backend) ModuleUnload(m gpumem.Module) error {
 	if err := b.call(m.Device, op, m.Handle, 0, 0, 0, 0, 0); err != nil {
 		return err
 	}
+	b.modules.destroyed(m.Handle)
 	b.params.drop(m.Handle)
 	return nil
 }
@@ -111,6 +117,9 @@ func (b *Backend) ModuleUnload(m gpumem.Module) error {
 func (b *Backend) ModuleFunction(m gpumem.Module, name string) (gpumem.Function, error) {
 	if m.Handle == 0 {
 		return gpumem.Function{}, b.invalid("ModuleFunction: zero module")
+	}
+	if err := b.refuseDead(&b.modules, "module", m.Handle); err != nil {
+		return gpumem.Function{}, err
 	}
 	cname, err := b.cString("kernel name", name)
 	if err != nil {
@@ -140,6 +149,9 @@ func (b *Backend) ModuleFunction(m gpumem.Module, name string) (gpumem.Function,
 func (b *Backend) ModuleGlobal(m gpumem.Module, name string) (gpumem.Ptr, uint64, error) {
 	if m.Handle == 0 {
 		return 0, 0, b.invalid("ModuleGlobal: zero module")
+	}
+	if err := b.refuseDead(&b.modules, "module", m.Handle); err != nil {
+		return 0, 0, err
 	}
 	cname, err := b.cString("global name", name)
 	if err != nil {

@@ -56,19 +56,30 @@ func (b *Backend) MemPoolCreate(props gpumem.PoolProps) (gpumem.MemPool, error) 
 		return gpumem.MemPool{}, err
 	}
 	p := gpumem.MemPool{Handle: uintptr(c[12]), Device: dev}
+	b.pools.made(p.Handle)
 	if err := b.setupPool(p); err != nil {
 		return gpumem.MemPool{}, errors.Join(err, b.MemPoolDestroy(p))
 	}
 	return p, nil
 }
 
-// MemPoolDestroy destroys a created pool.
+// MemPoolDestroy destroys a created pool. A pool this backend destroyed is
+// refused without reaching the library.
 func (b *Backend) MemPoolDestroy(p gpumem.MemPool) error {
+	if err := b.deadPool(p); err != nil {
+		return err
+	}
 	if err := b.call(p.Device, symtab.MemPoolDestroy, p.Handle, 0, 0, 0, 0, 0); err != nil {
 		return err
 	}
 	b.poolsSet.Delete(p.Handle)
+	b.pools.destroyed(p.Handle)
 	return nil
+}
+
+// deadPool refuses a pool this backend destroyed.
+func (b *Backend) deadPool(p gpumem.MemPool) error {
+	return b.refuseDead(&b.pools, "pool", p.Handle)
 }
 
 func poolAttr(a gpumem.PoolAttribute) (v uintptr, isInt bool, ok bool) {
@@ -106,6 +117,9 @@ func (b *Backend) MemPoolSetAttribute(p gpumem.MemPool, a gpumem.PoolAttribute, 
 	if !ok {
 		return b.badPoolAttr(a)
 	}
+	if err := b.deadPool(p); err != nil {
+		return err
+	}
 	c := getCell()
 	defer putCell(c)
 	if isInt {
@@ -128,6 +142,9 @@ func (b *Backend) MemPoolGetAttribute(p gpumem.MemPool, a gpumem.PoolAttribute) 
 	if !ok {
 		return 0, b.badPoolAttr(a)
 	}
+	if err := b.deadPool(p); err != nil {
+		return 0, err
+	}
 	c := getCell()
 	defer putCell(c)
 	if err := b.call(p.Device, symtab.MemPoolGetAttribute, p.Handle, attr, c.addr(0), 0, 0, 0); err != nil {
@@ -141,6 +158,9 @@ func (b *Backend) MemPoolGetAttribute(p gpumem.MemPool, a gpumem.PoolAttribute) 
 
 // MemPoolTrimTo releases unused memory down to keep bytes.
 func (b *Backend) MemPoolTrimTo(p gpumem.MemPool, keep uint64) error {
+	if err := b.deadPool(p); err != nil {
+		return err
+	}
 	return b.call(p.Device, symtab.MemPoolTrimTo, p.Handle, uintptr(keep), 0, 0, 0, 0)
 }
 
@@ -169,6 +189,9 @@ func (b *Backend) MemPoolSetAccess(p gpumem.MemPool, dev int, a gpumem.Access) e
 	if !ok {
 		return b.badAccess(a)
 	}
+	if err := b.deadPool(p); err != nil {
+		return err
+	}
 	c := getCell()
 	defer putCell(c)
 	EncodeAccessDesc(c.bytes()[:AccessDescSize], b.handle[dev], f)
@@ -179,6 +202,9 @@ func (b *Backend) MemPoolSetAccess(p gpumem.MemPool, dev int, a gpumem.Access) e
 func (b *Backend) MemPoolGetAccess(p gpumem.MemPool, dev int) (gpumem.Access, error) {
 	if uint(dev) >= uint(b.nDev) {
 		return 0, b.badDevice(dev)
+	}
+	if err := b.deadPool(p); err != nil {
+		return 0, err
 	}
 	c := getCell()
 	defer putCell(c)
@@ -203,6 +229,9 @@ func (b *Backend) MallocAsync(size uint64, s gpumem.Stream) (gpumem.Ptr, error) 
 
 // MallocFromPoolAsync allocates from pool p, ordered on s.
 func (b *Backend) MallocFromPoolAsync(size uint64, p gpumem.MemPool, s gpumem.Stream) (gpumem.Ptr, error) {
+	if err := b.deadPool(p); err != nil {
+		return 0, err
+	}
 	return b.allocOut(s, symtab.MallocFromPoolAsync, size, p.Handle, s.Handle)
 }
 

@@ -1,0 +1,182 @@
+package driver
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/native"
+)
+
+// handleFns are fake pool, graph and module functions whose handles come
+// from fakeHandles, so that a call with one the fake destroyed is counted.
+var handleFns = sync.OnceValue(func() map[string]uintptr {
+	cb := purego.NewCallback
+	use1 := cb(func(h, a2, a3, a4 uintptr) uintptr { fakeHandles.use(h); return 0 })
+	destroy := cb(func(h uintptr) uintptr { fakeHandles.destroy(h); return 0 })
+	return map[string]uintptr{
+		"cuMemPoolCreate":       cb(func(p, props uintptr) uintptr { put(p, fakeHandles.make()); return 0 }),
+		"cuMemPoolDestroy":      destroy,
+		"cuMemPoolSetAttribute": use1,
+		"cuMemPoolGetAttribute": use1,
+		"cuMemPoolTrimTo":       use1,
+		"cuMemPoolSetAccess":    use1,
+		"cuMemPoolGetAccess":    cb(func(flags, pool, loc uintptr) uintptr { fakeHandles.use(pool); return 0 }),
+		"cuMemAllocFromPoolAsync": cb(func(p, size, pool, s uintptr) uintptr {
+			fakeHandles.use(pool)
+			put[uintptr](p, 0x20000)
+			return 0
+		}),
+		"cuStreamEndCapture": cb(func(s, g uintptr) uintptr {
+			fakeCapturing.Delete(s)
+			put(g, fakeHandles.make())
+			return 0
+		}),
+		"cuGraphInstantiateWithFlags": cb(func(e, g, flags uintptr) uintptr {
+			fakeHandles.use(g)
+			put(e, fakeHandles.make())
+			return 0
+		}),
+		"cuGraphLaunch":           use1,
+		"cuGraphExecDestroy":      destroy,
+		"cuGraphDestroy":          destroy,
+		"cuGraphRetainUserObject": use1,
+		"cuLibraryLoadData": cb(func(lib, code, jo, jov, njo, lo, lov, nlo uintptr) uintptr {
+			put(lib, fakeHandles.make())
+			return 0
+		}),
+		"cuLibraryUnload": destroy,
+		"cuLibraryGetKernel": cb(func(k, lib, name uintptr) uintptr {
+			fakeHandles.use(lib)
+			put[uintptr](k, 0x4e4)
+			return 0
+		}),
+		"cuLibraryGetGlobal": cb(func(p, n, lib, name uintptr) uintptr {
+			fakeHandles.use(lib)
+			put[uintptr](p, 0x7000)
+			put[uintptr](n, 8)
+			return 0
+		}),
+	}
+})
+
+// handleLoader is kernelLoader with handleFns in place of the fake's own.
+func handleLoader() native.Loader {
+	base := kernelLoader()
+	return func(c ...string) (native.Library, error) {
+		l, err := base(c...)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range handleFns() {
+			l.(*fakeLib).syms[k] = v
+		}
+		return l, nil
+	}
+}
+
+// TestDestroyedPoolsGraphsModulesRefused: a pool, a graph, an instantiated
+// graph or a module the backend destroyed is refused with ErrInvalidValue
+// before it reaches the library (a second destroy, an allocation from the
+// pool, a launch of the graph), as streams and events are; live handles
+// are not affected.
+func TestDestroyedPoolsGraphsModulesRefused(t *testing.T) {
+	be, err := open(handleLoader(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := be.(*native.Backend)
+	defer b.Close()
+	pool, err := b.MemPoolCreate(gpumem.PoolProps{Device: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := b.StreamCreate(1, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.StreamBeginCapture(s, gpumem.CaptureModeRelaxed); err != nil {
+		t.Fatal(err)
+	}
+	g, err := b.StreamEndCapture(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec, err := b.GraphInstantiate(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := b.ModuleLoadData(1, []byte("ptx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.MemPoolDestroy(pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.GraphExecDestroy(exec); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.GraphDestroy(g); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ModuleUnload(m); err != nil {
+		t.Fatal(err)
+	}
+	before := fakeHandles.uses()
+	for name, call := range map[string]func() error{
+		"MemPoolDestroy again": func() error { return b.MemPoolDestroy(pool) },
+		"MemPoolSetAttribute":  func() error { return b.MemPoolSetAttribute(pool, gpumem.PoolReleaseThreshold, 1) },
+		"MemPoolGetAttribute": func() error {
+			_, err := b.MemPoolGetAttribute(pool, gpumem.PoolUsedMemCurrent)
+			return err
+		},
+		"MemPoolTrimTo":       func() error { return b.MemPoolTrimTo(pool, 0) },
+		"MemPoolSetAccess":    func() error { return b.MemPoolSetAccess(pool, 0, gpumem.AccessReadWrite) },
+		"MemPoolGetAccess":    func() error { _, err := b.MemPoolGetAccess(pool, 0); return err },
+		"MallocFromPoolAsync": func() error { _, err := b.MallocFromPoolAsync(64, pool, s); return err },
+		"MallocFromPoolAsyncUncaptured": func() error {
+			_, _, err := b.MallocFromPoolAsyncUncaptured(64, pool, s)
+			return err
+		},
+		"GraphDestroy again":     func() error { return b.GraphDestroy(g) },
+		"GraphInstantiate":       func() error { _, err := b.GraphInstantiate(g); return err },
+		"GraphRetainUserObject":  func() error { return b.GraphRetainUserObject(g, gpumem.UserObject{Handle: 1, Device: 1}, 1, false) },
+		"GraphExecDestroy again": func() error { return b.GraphExecDestroy(exec) },
+		"GraphLaunch":            func() error { return b.GraphLaunch(exec, s) },
+		"ModuleUnload again":     func() error { return b.ModuleUnload(m) },
+		"ModuleFunction":         func() error { _, err := b.ModuleFunction(m, "saxpy"); return err },
+		"ModuleGlobal":           func() error { _, _, err := b.ModuleGlobal(m, "table"); return err },
+	} {
+		if err := call(); !errors.Is(err, gpumem.ErrInvalidValue) || !strings.Contains(err.Error(), "destroyed") {
+			t.Errorf("%s with a destroyed handle: %v, want ErrInvalidValue naming the destruction", name, err)
+		}
+	}
+	if n := fakeHandles.uses() - before; n != 0 {
+		t.Errorf("the library was called %d times with a destroyed handle", n)
+	}
+	// Live handles of the same kinds are not affected.
+	live, err := b.MemPoolCreate(gpumem.PoolProps{Device: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.MallocFromPoolAsync(64, live, s); err != nil {
+		t.Errorf("allocating from a live pool after another's destruction: %v", err)
+	}
+	if err := b.MemPoolDestroy(live); err != nil {
+		t.Fatal(err)
+	}
+	m2, err := b.ModuleLoadData(1, []byte("ptx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.ModuleGlobal(m2, "table"); err != nil {
+		t.Errorf("a live module after another's unload: %v", err)
+	}
+	if err := b.ModuleUnload(m2); err != nil {
+		t.Fatal(err)
+	}
+}
