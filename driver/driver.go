@@ -168,17 +168,29 @@ func start(b *native.Backend) error {
 	return nil
 }
 
+// stop releases the primary contexts start retained, each once: a context
+// whose release failed is tried again by the next stop (b.Released).
 func stop(b *native.Backend) error {
 	var first error
 	n := b.NumDevices()
+	if len(b.Released) != n {
+		b.Released = make([]bool, n)
+	}
 	for i := 0; i < n; i++ {
+		if b.Released[i] {
+			continue
+		}
 		r, err := b.Raw(symtab.PrimaryCtxRelease, uintptr(b.Handle(i)))
 		if err == nil {
 			err = b.Status(symtab.PrimaryCtxRelease, r)
 		}
-		if err != nil && first == nil {
-			first = err
+		if err != nil {
+			if first == nil {
+				first = fmt.Errorf("gpumem: cuda: releasing device %d's primary context: %w", i, err)
+			}
+			continue
 		}
+		b.Released[i] = true
 	}
 	return first
 }

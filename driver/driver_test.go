@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ebitengine/purego"
+
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/dl"
 	"github.com/gpumem/gpumem/internal/native"
@@ -242,6 +244,70 @@ func TestClosed(t *testing.T) {
 	}
 	if err := b.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// releaseFake is the state of releaseFn, a cuDevicePrimaryCtxRelease_v2
+// that counts the releases of each device and refuses device 1's while
+// failOne is set.
+var releaseFake struct {
+	mu      sync.Mutex
+	counts  map[uintptr]int
+	failOne bool
+}
+
+var releaseFn = sync.OnceValue(func() uintptr {
+	return purego.NewCallback(func(dev uintptr) uintptr {
+		releaseFake.mu.Lock()
+		defer releaseFake.mu.Unlock()
+		if dev == 1 && releaseFake.failOne {
+			return 999 // CUDA_ERROR_UNKNOWN
+		}
+		releaseFake.counts[dev]++
+		return 0
+	})
+})
+
+// TestCloseRetriesFailedRelease: a Close whose release of a primary context
+// fails returns the error, and the next Close releases that context, and
+// only it (each context retained at Open is released exactly once).
+func TestCloseRetriesFailedRelease(t *testing.T) {
+	base := fakeLoader()
+	load := func(c ...string) (native.Library, error) {
+		l, err := base(c...)
+		if err == nil {
+			l.(*fakeLib).syms["cuDevicePrimaryCtxRelease_v2"] = releaseFn()
+		}
+		return l, err
+	}
+	releaseFake.mu.Lock()
+	releaseFake.counts, releaseFake.failOne = map[uintptr]int{}, true
+	releaseFake.mu.Unlock()
+	b, err := open(load, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err == nil {
+		t.Fatal("Close with device 1's release refused succeeded")
+	} else if !strings.Contains(err.Error(), "device 1") {
+		t.Errorf("Close with device 1's release refused: %v, want an error naming the device", err)
+	}
+	if _, err := b.Malloc(0, 64); !errors.Is(err, gpumem.ErrClosed) {
+		t.Errorf("Malloc after a failed Close: %v, want ErrClosed", err)
+	}
+	releaseFake.mu.Lock()
+	releaseFake.failOne = false
+	releaseFake.mu.Unlock()
+	if err := b.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("third Close: %v", err)
+	}
+	releaseFake.mu.Lock()
+	defer releaseFake.mu.Unlock()
+	if releaseFake.counts[0] != 1 || releaseFake.counts[1] != 1 {
+		t.Errorf("releases per device %v, want one each", releaseFake.counts)
 	}
 }
 

@@ -44,9 +44,16 @@ type Backend struct {
 	pools       handleBook // MemPoolCreate's, until MemPoolDestroy
 	params      paramBook  // parameter counts of the kernels of ModuleFunction
 
+	stopMu  sync.Mutex // held by Close while it calls Dialect.Stop
+	stopped bool       // Dialect.Stop succeeded (or there is none)
+
 	// State the dialect keeps (driver version, ...).
 	DriverVersion  int
 	RuntimeVersion int
+	// Released is the dialect's record, per device, of what its Stop has
+	// released (CUDA: the primary context), so that a Stop retried after
+	// a failure releases only what is left.
+	Released []bool
 }
 
 var (
@@ -82,14 +89,21 @@ func (b *Backend) ErrorName(code int) string {
 
 // Close releases the devices' contexts. The library stays mapped: vendor
 // runtimes keep threads of their own that may still run code in it. After
-// Close every method returns an error matching gpumem.ErrClosed.
+// Close every method returns an error matching gpumem.ErrClosed. A Close
+// whose release failed returns the error, and the next Close tries again
+// what was not released; once all is released, Close returns nil.
 func (b *Backend) Close() error {
-	if b.closed.Swap(true) {
+	if !b.closed.Swap(true) {
+		b.epoch.Add(1)
+	}
+	b.stopMu.Lock()
+	defer b.stopMu.Unlock()
+	if b.stopped || b.d.Stop == nil {
 		return nil
 	}
-	b.epoch.Add(1)
-	if b.d.Stop != nil {
-		return b.d.Stop(b)
+	if err := b.d.Stop(b); err != nil {
+		return err
 	}
+	b.stopped = true
 	return nil
 }
