@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ebitengine/purego"
@@ -308,6 +309,60 @@ func TestCloseRetriesFailedRelease(t *testing.T) {
 	defer releaseFake.mu.Unlock()
 	if releaseFake.counts[0] != 1 || releaseFake.counts[1] != 1 {
 		t.Errorf("releases per device %v, want one each", releaseFake.counts)
+	}
+}
+
+// pointerAsks counts the calls of pointerFn, a cuPointerGetAttribute that
+// says every pointer is device 1's.
+var pointerAsks atomic.Int64
+
+var pointerFn = sync.OnceValue(func() uintptr {
+	return purego.NewCallback(func(data, attr, p uintptr) uintptr {
+		pointerAsks.Add(1)
+		put(data, int32(1))
+		return 0
+	})
+})
+
+// TestNoCallAfterClose: after Close the synchronous copies and memset
+// return ErrClosed without calling the library: they asked it which device
+// owns the pointer (making device 0's released context current) first.
+func TestNoCallAfterClose(t *testing.T) {
+	base := fakeLoader()
+	load := func(c ...string) (native.Library, error) {
+		l, err := base(c...)
+		if err == nil {
+			l.(*fakeLib).syms["cuPointerGetAttribute"] = pointerFn()
+		}
+		return l, err
+	}
+	b, err := open(load, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Memset(0x1000, 0, 16); err != nil {
+		t.Fatal(err)
+	}
+	if pointerAsks.Load() == 0 {
+		t.Fatal("Memset did not ask which device owns the pointer")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := pointerAsks.Load()
+	buf := make([]byte, 16)
+	for name, call := range map[string]func() error{
+		"Memcpy":         func() error { return b.Memcpy(0x1000, 0x2000, 16) },
+		"Memset":         func() error { return b.Memset(0x1000, 0, 16) },
+		"CopyToDevice":   func() error { return b.CopyToDevice(0x1000, buf) },
+		"CopyFromDevice": func() error { return b.CopyFromDevice(buf, 0x1000) },
+	} {
+		if err := call(); !errors.Is(err, gpumem.ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
+		}
+	}
+	if n := pointerAsks.Load() - before; n != 0 {
+		t.Errorf("the library was asked %d times about pointers after Close", n)
 	}
 }
 

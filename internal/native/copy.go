@@ -32,13 +32,14 @@ const pointerAttrDeviceOrdinal = 9
 // pointerDevice is the device whose context a synchronous operation on the
 // unified address p must run in: the device that owns p, or 0 when p is not
 // a device's memory (host memory, Go memory), the library cannot say, or
-// there is only one device. Memory of a stream-ordered pool or of a virtual
+// there is only one device; 0 also after Close, when the library is not
+// called. Memory of a stream-ordered pool or of a virtual
 // memory mapping is reachable only from the devices granted access, so the
 // owner's context matters for cuMemcpy and cuMemsetD8 on machines with
 // several devices.
 func (b *Backend) pointerDevice(p uintptr) int {
 	fn := b.fns[symtab.PointerDevice]
-	if b.nDev <= 1 || fn == 0 || p == 0 {
+	if b.nDev <= 1 || fn == 0 || p == 0 || b.closed.Load() {
 		return 0
 	}
 	c := getCell()
