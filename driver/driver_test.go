@@ -366,6 +366,61 @@ func TestNoCallAfterClose(t *testing.T) {
 	}
 }
 
+// prefetchSeen records which prefetch symbol prefetchFns' functions got
+// and its arguments.
+var prefetchSeen struct {
+	mu   sync.Mutex
+	sym  string
+	args [5]uintptr
+}
+
+var prefetchFns = sync.OnceValue(func() map[string]uintptr {
+	rec := func(sym string) uintptr {
+		return purego.NewCallback(func(a1, a2, a3, a4, a5 uintptr) uintptr {
+			prefetchSeen.mu.Lock()
+			defer prefetchSeen.mu.Unlock()
+			prefetchSeen.sym, prefetchSeen.args = sym, [5]uintptr{a1, a2, a3, a4, a5}
+			return 0
+		})
+	}
+	return map[string]uintptr{
+		"cuMemPrefetchAsync":    rec("cuMemPrefetchAsync"),
+		"cuMemPrefetchAsync_v2": rec("cuMemPrefetchAsync_v2"),
+		"cuMemAdvise":           rec("cuMemAdvise"),
+	}
+})
+
+// TestPrefetchByDeviceUsesLegacyForm: a library without cuMemAdvise_v2
+// (locations passed as devices) that has cuMemPrefetchAsync_v2 gets its
+// prefetches through cuMemPrefetchAsync, whose arguments they are; the
+// v2 form would read the device as a location and the stream as flags.
+func TestPrefetchByDeviceUsesLegacyForm(t *testing.T) {
+	base := fakeLoader("cuMemAdvise_v2")
+	load := func(c ...string) (native.Library, error) {
+		l, err := base(c...)
+		if err == nil {
+			for k, v := range prefetchFns() {
+				l.(*fakeLib).syms[k] = v
+			}
+		}
+		return l, err
+	}
+	be, err := open(load, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	s := gpumem.Stream{Device: 1, Handle: 0x77}
+	if err := be.Prefetch(0x1000, 64, gpumem.DeviceLocation(1), s); err != nil {
+		t.Fatal(err)
+	}
+	prefetchSeen.mu.Lock()
+	defer prefetchSeen.mu.Unlock()
+	if want := [5]uintptr{0x1000, 64, 1, 0x77, 0}; prefetchSeen.sym != "cuMemPrefetchAsync" || prefetchSeen.args != want {
+		t.Errorf("prefetch called %s%#x, want cuMemPrefetchAsync%#x", prefetchSeen.sym, prefetchSeen.args, want)
+	}
+}
+
 func TestConcurrentCalls(t *testing.T) {
 	b := openFake(t)
 	defer b.Close()

@@ -123,8 +123,12 @@ func (b *Backend) Prefetch(p gpumem.Ptr, size uint64, loc gpumem.Location, s gpu
 	if b.locByVal {
 		return b.call(s.Device, symtab.Prefetch, uintptr(p), uintptr(size), arg, 0, s.Handle, 0)
 	}
+	// A device argument goes to the vendor's device form: CUDA's legacy
+	// cuMemPrefetchAsync (never cuMemPrefetchAsync_v2, which takes a
+	// location and flags before the stream, whenever a library without
+	// cuMemAdvise_v2 has it), HIP's only one.
 	op := symtab.Prefetch
-	if b.fns[op] == 0 && b.fns[symtab.PrefetchLegacy] != 0 {
+	if symtab.Driver.Rows[symtab.PrefetchLegacy].Symbol[b.d.Vendor] != "" {
 		op = symtab.PrefetchLegacy
 	}
 	return b.call(s.Device, op, uintptr(p), uintptr(size), arg, s.Handle, 0, 0)
