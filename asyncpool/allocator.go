@@ -60,9 +60,18 @@ func New(b gpumem.Backend, opts Options) (*Allocator, error) {
 
 // Options returns the options in force (normalised).
 func (a *Allocator) Options() Options {
+	if a == nil {
+		return Options{}
+	}
 	o := a.opts
 	o.PeerAccess = append([]int(nil), o.PeerAccess...)
 	return o
+}
+
+// errNil is the error of method op on a nil *Allocator (what a failed New
+// returns).
+func errNil(op string) error {
+	return fmt.Errorf("asyncpool: %s on a nil allocator: %w", op, gpumem.ErrInvalidValue)
 }
 
 // device returns the state of device dev, creating it on first use.
@@ -103,6 +112,9 @@ func (a *Allocator) initDevice(dev int) (*device, error) {
 // other: for services that want their first request served at full speed,
 // and for timed loops. Setting up a device twice does nothing.
 func (a *Allocator) Setup(dev int) error {
+	if a == nil {
+		return errNil("Setup")
+	}
 	_, err := a.device(dev)
 	return err
 }
@@ -124,6 +136,9 @@ func (a *Allocator) existing() []*device {
 // the device, trims the pool and tries once more, then asks the OOM handler,
 // and fails with an *gpumem.OutOfMemoryError.
 func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
+	if a == nil {
+		return 0, errNil("Allocate")
+	}
 	d, err := a.device(s.Device)
 	if err != nil {
 		return 0, err
@@ -193,6 +208,9 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 // s may be a stream of any device; a stream that is not live is refused
 // with ErrInvalidValue.
 func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
+	if a == nil {
+		return errNil("RecordStream")
+	}
 	d, err := a.device(s.Device)
 	if err != nil {
 		return err
@@ -258,6 +276,9 @@ func (a *Allocator) elsewhere(d *device, p gpumem.Ptr) *device {
 // stream by events and the memory is freed there. Frees that involve a graph
 // capture follow the four cases of doc.go.
 func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
+	if a == nil {
+		return errNil("Deallocate")
+	}
 	d, err := a.device(s.Device)
 	if err != nil {
 		return err
@@ -270,14 +291,27 @@ func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 
 // SetOOMHandler installs the handler called (with no lock held) before an
 // allocation fails for lack of memory; nil removes it.
-func (a *Allocator) SetOOMHandler(h gpumem.OOMHandler) { a.hooks.SetHandler(h) }
+func (a *Allocator) SetOOMHandler(h gpumem.OOMHandler) {
+	if a == nil {
+		return
+	}
+	a.hooks.SetHandler(h)
+}
 
 // AddOOMObserver adds an observer told of every out-of-memory failure.
-func (a *Allocator) AddOOMObserver(o gpumem.OOMObserver) { a.hooks.AddObserver(o) }
+func (a *Allocator) AddOOMObserver(o gpumem.OOMObserver) {
+	if a == nil {
+		return
+	}
+	a.hooks.AddObserver(o)
+}
 
 // EnablePeer grants device peer read-write access to the pool of device dev
 // (MemPoolSetAccess), so that streams of peer may use its allocations.
 func (a *Allocator) EnablePeer(dev, peer int) error {
+	if a == nil {
+		return errNil("EnablePeer")
+	}
 	d, err := a.device(dev)
 	if err != nil {
 		return err
@@ -304,6 +338,9 @@ func (a *Allocator) EnablePeer(dev, peer int) error {
 // device (MemPoolTrimTo 0). It is refused while a capture that the allocator
 // has seen is open on the device, since trimming would synchronize.
 func (a *Allocator) EmptyCache() error {
+	if a == nil {
+		return errNil("EmptyCache")
+	}
 	if a.closed.Load() {
 		return errClosed
 	}
@@ -327,7 +364,7 @@ func (a *Allocator) EmptyCache() error {
 // (invalidate it), as EmptyCache's would.
 func (a *Allocator) Close() error {
 	if a == nil {
-		return fmt.Errorf("asyncpool: Close of a nil allocator: %w", gpumem.ErrInvalidValue)
+		return errNil("Close")
 	}
 	if !a.closed.Load() {
 		for _, d := range a.existing() {

@@ -358,6 +358,9 @@ func (d *device) captureOpen() (bool, error) {
 // (see gpumem.Graphs: the goroutine stays on its OS thread until then); with
 // CaptureCheckHooks they are how the allocator learns of captures.
 func (a *Allocator) BeginCapture(s gpumem.Stream, mode gpumem.CaptureMode) error {
+	if a == nil {
+		return errNil("BeginCapture")
+	}
 	d, err := a.device(s.Device)
 	if err != nil {
 		return err
@@ -388,6 +391,9 @@ func (a *Allocator) BeginCapture(s gpumem.Stream, mode gpumem.CaptureMode) error
 // graph. Memory the graph owns is freed after the graph (and every
 // executable graph made from it) is destroyed.
 func (a *Allocator) EndCapture(s gpumem.Stream) (gpumem.Graph, error) {
+	if a == nil {
+		return gpumem.Graph{}, errNil("EndCapture")
+	}
 	d, err := a.device(s.Device)
 	if err != nil {
 		return gpumem.Graph{}, err

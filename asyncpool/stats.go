@@ -22,6 +22,9 @@ type Counters struct {
 
 // Counters returns device dev's counters (zero for a device not used yet).
 func (a *Allocator) Counters(dev int) Counters {
+	if a == nil {
+		return Counters{}
+	}
 	d := a.existingDevice(dev)
 	if d == nil {
 		return Counters{}
@@ -54,6 +57,9 @@ func (a *Allocator) existingDevice(dev int) *device {
 // A device not used yet, and every device after Close, has zero statistics
 // (a closed allocator holds nothing).
 func (a *Allocator) Stats(dev int) gpumem.MemoryStats {
+	if a == nil {
+		return gpumem.MemoryStats{}
+	}
 	d := a.existingDevice(dev)
 	if d == nil || a.closed.Load() {
 		return gpumem.MemoryStats{}
@@ -102,6 +108,9 @@ func (a *Allocator) Stats(dev int) gpumem.MemoryStats {
 // ResetPeakStats sets every peak of device dev to its current value,
 // including the pool's reserved high-water mark.
 func (a *Allocator) ResetPeakStats(dev int) {
+	if a == nil {
+		return
+	}
 	d := a.existingDevice(dev)
 	if d == nil {
 		return
@@ -125,6 +134,9 @@ func (a *Allocator) ResetPeakStats(dev int) {
 // block by block (the driver does not say how it is laid out); Stats gives
 // its size.
 func (a *Allocator) Snapshot() gpumem.Snapshot {
+	if a == nil {
+		return gpumem.Snapshot{}
+	}
 	var snap gpumem.Snapshot
 	for _, d := range a.existing() {
 		var segs []gpumem.SegmentInfo
@@ -172,6 +184,9 @@ func (a *Allocator) Snapshot() gpumem.Snapshot {
 
 // History returns the memory history of every device, oldest first.
 func (a *Allocator) History() []gpumem.HistoryEntry {
+	if a == nil {
+		return nil
+	}
 	devs := a.existing()
 	hs := make([][]gpumem.HistoryEntry, len(devs))
 	for i, d := range devs {

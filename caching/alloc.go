@@ -14,6 +14,9 @@ import (
 // Allocate returns size bytes usable in stream order on s. See the package
 // documentation for the allocation path.
 func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
+	if a == nil {
+		return 0, errNil("Allocate")
+	}
 	return a.allocate(size, s, false)
 }
 
@@ -453,9 +456,17 @@ func pytorchSegmentSize(p *pool, rounded uint64) uint64 {
 // SetOOMHandler installs h, called without any lock held before an
 // allocation fails for lack of memory; nil removes it.
 func (a *Allocator) SetOOMHandler(h gpumem.OOMHandler) {
+	if a == nil {
+		return
+	}
 	a.hooks.SetHandler(h)
 }
 
 // AddOOMObserver adds o, told of every out-of-memory failure after the
 // device's lock is released.
-func (a *Allocator) AddOOMObserver(o gpumem.OOMObserver) { a.hooks.AddObserver(o) }
+func (a *Allocator) AddOOMObserver(o gpumem.OOMObserver) {
+	if a == nil {
+		return
+	}
+	a.hooks.AddObserver(o)
+}

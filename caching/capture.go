@@ -8,7 +8,12 @@ import (
 
 // NewPoolID returns a fresh private pool id, for captures that should share
 // a pool (PyTorch's graph_pool_handle).
-func (a *Allocator) NewPoolID() PoolID { return PoolID(a.nextPool.Add(1)) }
+func (a *Allocator) NewPoolID() PoolID {
+	if a == nil {
+		return 0
+	}
+	return PoolID(a.nextPool.Add(1))
+}
 
 // BeginCapture routes the allocations of the capture on s (and of every
 // stream joined into it) to the private pool id, creating it if needed; id 0
@@ -19,6 +24,9 @@ func (a *Allocator) NewPoolID() PoolID { return PoolID(a.nextPool.Add(1)) }
 // queried and frees with stream uses are deferred until the last capture
 // ends.
 func (a *Allocator) BeginCapture(s gpumem.Stream, id PoolID) (PoolID, error) {
+	if a == nil {
+		return 0, errNil("BeginCapture")
+	}
 	d, err := a.device(s.Device)
 	if err != nil {
 		return 0, err
@@ -56,6 +64,9 @@ func (a *Allocator) BeginCapture(s gpumem.Stream, id PoolID) (PoolID, error) {
 // private pool. When no capture remains on the device, the frees deferred
 // during capture record their events.
 func (a *Allocator) EndCapture(s gpumem.Stream) error {
+	if a == nil {
+		return errNil("EndCapture")
+	}
 	d, err := a.device(s.Device)
 	if err != nil {
 		return err
@@ -94,6 +105,9 @@ func (d *device) flushDeferredLocked() error {
 // user remains, its cached segments are freed at once and the others as
 // their last block is freed.
 func (a *Allocator) ReleasePool(id PoolID) error {
+	if a == nil {
+		return errNil("ReleasePool")
+	}
 	if a.closed.Load() {
 		return errClosed()
 	}

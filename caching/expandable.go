@@ -450,6 +450,9 @@ func (d *device) releaseEmptyExpandableLocked() {
 // ExpandableActive reports whether expandable segments are in use on every
 // device, and if not, why.
 func (a *Allocator) ExpandableActive() (bool, string) {
+	if a == nil {
+		return false, ""
+	}
 	if !a.opts.ExpandableSegments {
 		return false, "expandable segments are not enabled (expandable_segments:True)"
 	}

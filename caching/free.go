@@ -20,6 +20,9 @@ import (
 // since been destroyed has no work left to wait for: it does not delay
 // the reuse.
 func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
+	if a == nil {
+		return errNil("Deallocate")
+	}
 	if dev := s.Device; dev >= 0 && dev < len(a.devs) && !a.closed.Load() {
 		// Fast path: a stream checked since no stream was destroyed, and
 		// the block on the stream's device.
@@ -263,6 +266,9 @@ func (d *device) mergeAndCacheLocked(b *block) *block {
 // for when p is freed); a stream that is not live is refused with
 // ErrInvalidValue.
 func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
+	if a == nil {
+		return errNil("RecordStream")
+	}
 	d, b, err := a.find(p, s.Device)
 	if err != nil {
 		return err
@@ -279,6 +285,9 @@ func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
 
 // Size returns the size asked for when p was allocated.
 func (a *Allocator) Size(p gpumem.Ptr) (uint64, error) {
+	if a == nil {
+		return 0, errNil("Size")
+	}
 	d, b, err := a.find(p, 0)
 	if err != nil {
 		return 0, err

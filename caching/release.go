@@ -312,6 +312,9 @@ func (d *device) garbageCollectLocked() {
 // the events of pending frees. Memory of private pools still in use by a
 // graph is kept. A device that is asleep holds no memory and is skipped.
 func (a *Allocator) EmptyCache() error {
+	if a == nil {
+		return errNil("EmptyCache")
+	}
 	if a.closed.Load() {
 		return errClosed()
 	}
@@ -336,7 +339,7 @@ func (a *Allocator) EmptyCache() error {
 // returned, a further Close returns nil.
 func (a *Allocator) Close() error {
 	if a == nil {
-		return fmt.Errorf("caching: Close of a nil allocator: %w", gpumem.ErrInvalidValue)
+		return errNil("Close")
 	}
 	a.closed.Store(true)
 	var errs []error

@@ -97,6 +97,9 @@ type sleepState struct {
 // AllocateTagged is Allocate with a sleep tag: KeepOnSleep makes Sleep save
 // the allocation's contents and Wake restore them.
 func (a *Allocator) AllocateTagged(size uint64, s gpumem.Stream, tag SleepTag) (gpumem.Ptr, error) {
+	if a == nil {
+		return 0, errNil("AllocateTagged")
+	}
 	if tag > KeepOnSleep {
 		return 0, fmt.Errorf("caching: unknown sleep tag %d: %w", int(tag), gpumem.ErrInvalidValue)
 	}
@@ -108,6 +111,9 @@ func (a *Allocator) AllocateTagged(size uint64, s gpumem.Stream, tag SleepTag) (
 // device is asleep it changes nothing already saved or discarded: it applies
 // to the next Sleep.
 func (a *Allocator) SetSleepTag(p gpumem.Ptr, tag SleepTag) error {
+	if a == nil {
+		return errNil("SetSleepTag")
+	}
 	if tag > KeepOnSleep {
 		return fmt.Errorf("caching: unknown sleep tag %d: %w", int(tag), gpumem.ErrInvalidValue)
 	}
@@ -132,6 +138,9 @@ func (a *Allocator) SetSleepTag(p gpumem.Ptr, tag SleepTag) error {
 // but the cache. If a device fails, the devices this call put to sleep are
 // woken again and the error is returned.
 func (a *Allocator) Sleep(ctx context.Context) error {
+	if a == nil {
+		return errNil("Sleep")
+	}
 	if a.closed.Load() {
 		return errClosed()
 	}
@@ -162,6 +171,9 @@ func (a *Allocator) Sleep(ctx context.Context) error {
 
 // SleepDevice is Sleep for device dev alone.
 func (a *Allocator) SleepDevice(ctx context.Context, dev int) error {
+	if a == nil {
+		return errNil("SleepDevice")
+	}
 	if ctx == nil {
 		return errNilContext("SleepDevice")
 	}
@@ -186,6 +198,9 @@ func (a *Allocator) onDevice(dev int, fn func(*device) error) error {
 
 // Asleep reports whether device dev is asleep (false for an unknown device).
 func (a *Allocator) Asleep(dev int) bool {
+	if a == nil {
+		return false
+	}
 	if dev < 0 || dev >= len(a.devs) {
 		return false
 	}
@@ -198,6 +213,9 @@ func (a *Allocator) Asleep(dev int) bool {
 // SleepReport describes device dev's last Sleep and Wake (zero for an
 // unknown device).
 func (a *Allocator) SleepReport(dev int) SleepReport {
+	if a == nil {
+		return SleepReport{}
+	}
 	if dev < 0 || dev >= len(a.devs) {
 		return SleepReport{}
 	}

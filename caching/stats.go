@@ -38,6 +38,9 @@ func dec(a *gpumem.StatArray, st int, n int64) {
 // Stats returns the statistics of device dev (zero for an unknown device,
 // and for every device after Close: a closed allocator holds nothing).
 func (a *Allocator) Stats(dev int) gpumem.MemoryStats {
+	if a == nil {
+		return gpumem.MemoryStats{}
+	}
 	if dev < 0 || dev >= len(a.devs) {
 		return gpumem.MemoryStats{}
 	}
@@ -79,6 +82,9 @@ func (d *device) statsLocked() gpumem.MemoryStats {
 
 // ResetPeakStats sets every peak of device dev to its current value.
 func (a *Allocator) ResetPeakStats(dev int) {
+	if a == nil {
+		return
+	}
 	if dev < 0 || dev >= len(a.devs) {
 		return
 	}
@@ -97,6 +103,9 @@ func (d *device) recordLocked(action gpumem.HistoryAction, stream uintptr, addr 
 // History returns the memory history of every device, oldest first: at
 // most Options.HistorySize entries per device.
 func (a *Allocator) History() []gpumem.HistoryEntry {
+	if a == nil {
+		return nil
+	}
 	hs := make([][]gpumem.HistoryEntry, len(a.devs))
 	for i, d := range a.devs {
 		d.mu.Lock()
@@ -109,6 +118,9 @@ func (a *Allocator) History() []gpumem.HistoryEntry {
 // Snapshot returns every segment with its blocks, the memory history and the
 // statistics of every device. It marshals to JSON.
 func (a *Allocator) Snapshot() gpumem.Snapshot {
+	if a == nil {
+		return gpumem.Snapshot{}
+	}
 	snap := gpumem.Snapshot{Segments: []gpumem.SegmentInfo{}, Stats: map[int]gpumem.MemoryStats{}}
 	for _, d := range a.devs {
 		d.mu.Lock()

@@ -277,6 +277,12 @@ func (a *Allocator) device(dev int) (*device, error) {
 
 func errClosed() error { return fmt.Errorf("caching: allocator closed: %w", gpumem.ErrClosed) }
 
+// errNil is the error of method op on a nil *Allocator (what a failed New
+// returns).
+func errNil(op string) error {
+	return fmt.Errorf("caching: %s on a nil allocator: %w", op, gpumem.ErrInvalidValue)
+}
+
 // checkStream makes sure s is a live stream of a device and the backend
 // open, so that a bogus or destroyed stream is refused with ErrInvalidValue
 // before anything changes, and a closed backend with ErrClosed, even where a

@@ -25,6 +25,9 @@ import (
 // matches gpumem.ErrOutOfMemory in that case, is returned; the other
 // devices wake. Wake can be called again once memory is free.
 func (a *Allocator) Wake(ctx context.Context) error {
+	if a == nil {
+		return errNil("Wake")
+	}
 	if a.closed.Load() {
 		return errClosed()
 	}
@@ -42,6 +45,9 @@ func (a *Allocator) Wake(ctx context.Context) error {
 
 // WakeDevice is Wake for device dev alone.
 func (a *Allocator) WakeDevice(ctx context.Context, dev int) error {
+	if a == nil {
+		return errNil("WakeDevice")
+	}
 	if ctx == nil {
 		return errNilContext("WakeDevice")
 	}

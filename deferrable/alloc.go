@@ -19,6 +19,9 @@ import (
 // first use; the buffer may be used on any stream of the device through
 // Acquire.
 func (m *Manager) Alloc(size uint64, s gpumem.Stream) (*Buffer, error) {
+	if m == nil {
+		return nil, errNil("Alloc")
+	}
 	if size == 0 {
 		return nil, fmt.Errorf("deferrable: alloc 0 bytes: %w", gpumem.ErrInvalidValue)
 	}

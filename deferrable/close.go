@@ -21,7 +21,7 @@ import (
 // transient failure leaks nothing.
 func (m *Manager) Close() error {
 	if m == nil {
-		return fmt.Errorf("deferrable: Close of a nil manager: %w", gpumem.ErrInvalidValue)
+		return errNil("Close")
 	}
 	m.closeMu.Lock()
 	defer m.closeMu.Unlock()
@@ -186,6 +186,9 @@ func (m *Manager) giveBack(errs []error) error {
 // spills (pinning memory is slow); call TrimHost after a phase that spilled
 // much to unpin what it left behind.
 func (m *Manager) TrimHost() (uint64, error) {
+	if m == nil {
+		return 0, errNil("TrimHost")
+	}
 	if err := m.usable("trim host"); err != nil {
 		return 0, err
 	}

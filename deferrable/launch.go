@@ -16,6 +16,9 @@ import (
 // given), and unlocks them. fn's work must be ordered on the device's default
 // stream or complete when fn returns.
 func (m *Manager) LockAndLaunch(fn func(ptrs []gpumem.Ptr) error, bufs ...*Buffer) error {
+	if m == nil {
+		return errNil("LockAndLaunch")
+	}
 	if fn == nil {
 		return fmt.Errorf("deferrable: lock and launch: nil function: %w", gpumem.ErrInvalidValue)
 	}
@@ -50,6 +53,9 @@ func (m *Manager) LockAndLaunch(fn func(ptrs []gpumem.Ptr) error, bufs ...*Buffe
 // buffer on s and calls fn, which queues work on s. The locks stay registered
 // on s until ReleaseStream(s) or SyncAndUnlock(s).
 func (m *Manager) LockAndLaunchAsync(s gpumem.Stream, fn func(s gpumem.Stream, ptrs []gpumem.Ptr) error, bufs ...*Buffer) error {
+	if m == nil {
+		return errNil("LockAndLaunchAsync")
+	}
 	if fn == nil {
 		return fmt.Errorf("deferrable: lock and launch: nil function: %w", gpumem.ErrInvalidValue)
 	}
@@ -104,6 +110,9 @@ func (m *Manager) undo(s gpumem.Stream, async bool, bufs []*Buffer) {
 // device is synchronized instead and the holds end, with an error that says
 // so.
 func (m *Manager) ReleaseStream(s gpumem.Stream) error {
+	if m == nil {
+		return errNil("ReleaseStream")
+	}
 	if s.Device != m.dev {
 		return m.checkStream("release stream", s)
 	}
@@ -158,6 +167,9 @@ func (m *Manager) ReleaseStream(s gpumem.Stream) error {
 // SyncAndUnlock is the seed's synchronous unlock: it releases every hold
 // registered on s, waits for s to finish its work, and drops the locks at once.
 func (m *Manager) SyncAndUnlock(s gpumem.Stream) error {
+	if m == nil {
+		return errNil("SyncAndUnlock")
+	}
 	if err := m.ReleaseStream(s); err != nil {
 		return err
 	}

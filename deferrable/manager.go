@@ -157,7 +157,12 @@ func New(b gpumem.Backend, dev int, opts Options) (*Manager, error) {
 }
 
 // Device is the ordinal of the manager's device.
-func (m *Manager) Device() int { return m.dev }
+func (m *Manager) Device() int {
+	if m == nil {
+		return 0
+	}
+	return m.dev
+}
 
 func (m *Manager) checkStream(op string, s gpumem.Stream) error {
 	if s.Device != m.dev {
@@ -169,6 +174,12 @@ func (m *Manager) checkStream(op string, s gpumem.Stream) error {
 		}
 	}
 	return nil
+}
+
+// errNil is the error of method op on a nil *Manager (what a failed New
+// returns).
+func errNil(op string) error {
+	return fmt.Errorf("deferrable: %s on a nil manager: %w", op, gpumem.ErrInvalidValue)
 }
 
 func (m *Manager) usable(op string) error {

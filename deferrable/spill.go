@@ -17,6 +17,9 @@ import (
 // freed; an error says why some buffer could not be moved (it stays where it
 // was, whole).
 func (m *Manager) Spill(bytes uint64) (uint64, error) {
+	if m == nil {
+		return 0, errNil("Spill")
+	}
 	return m.SpillContext(context.Background(), bytes)
 }
 
@@ -27,6 +30,9 @@ func (m *Manager) Spill(bytes uint64) (uint64, error) {
 // before stay moved. It returns the bytes freed so far and an error matching
 // ctx.Err(). A stopped move is not counted in Stats' failures.
 func (m *Manager) SpillContext(ctx context.Context, bytes uint64) (uint64, error) {
+	if m == nil {
+		return 0, errNil("SpillContext")
+	}
 	if err := m.usable("spill"); err != nil {
 		return 0, err
 	}
@@ -46,6 +52,9 @@ func (m *Manager) SpillContext(ctx context.Context, bytes uint64) (uint64, error
 // lacks), as far as there are any, and asks for a retry when it spilled
 // something.
 func (m *Manager) OOMHandler() gpumem.OOMHandler {
+	if m == nil {
+		return nil
+	}
 	return func(dev int, requested uint64, attempt int) bool {
 		if dev != m.dev {
 			return false

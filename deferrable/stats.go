@@ -107,6 +107,9 @@ func (s Stats) Unspilled() Transfer {
 // Stats returns the manager's figures. Async releases are checked for
 // completion (EventQuery) before they are counted as pending.
 func (m *Manager) Stats() Stats {
+	if m == nil {
+		return Stats{}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.st
@@ -127,6 +130,9 @@ func (m *Manager) Stats() Stats {
 
 // ResetTransferStats zeroes the transfer counters (for measuring one phase).
 func (m *Manager) ResetTransferStats() {
+	if m == nil {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, t := range []*Transfer{&m.st.DeviceToHost, &m.st.DeviceToDisk, &m.st.HostToDisk,
@@ -154,6 +160,9 @@ func (m *Manager) subTierLocked(t Tier, bytes uint64, n int) {
 // (free_completed), spills and unspills, each with the device address that
 // was given up or taken.
 func (m *Manager) History() []gpumem.HistoryEntry {
+	if m == nil {
+		return nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.hist.AppendTo(make([]gpumem.HistoryEntry, 0, m.hist.Len()))

@@ -113,6 +113,9 @@ func (l *Launcher) base() uintptr { return uintptr(unsafe.Pointer(unsafe.SliceDa
 // Clone returns a new Launcher of the same kernel and signature, with
 // arguments of its own (all unset).
 func (l *Launcher) Clone() (*Launcher, error) {
+	if l == nil {
+		return nil, errNil("Clone")
+	}
 	l.mu.Lock()
 	closed := l.closed
 	l.mu.Unlock()
@@ -123,13 +126,28 @@ func (l *Launcher) Clone() (*Launcher, error) {
 }
 
 // Function returns the kernel the Launcher launches.
-func (l *Launcher) Function() gpumem.Function { return l.f }
+func (l *Launcher) Function() gpumem.Function {
+	if l == nil {
+		return gpumem.Function{}
+	}
+	return l.f
+}
 
 // NumArgs returns the number of declared parameters.
-func (l *Launcher) NumArgs() int { return len(l.args) }
+func (l *Launcher) NumArgs() int {
+	if l == nil {
+		return 0
+	}
+	return len(l.args)
+}
 
 // Signature returns the declared parameters.
-func (l *Launcher) Signature() []Arg { return append([]Arg(nil), l.args...) }
+func (l *Launcher) Signature() []Arg {
+	if l == nil {
+		return nil
+	}
+	return append([]Arg(nil), l.args...)
+}
 
 // slot checks argument i against kind want under l.mu and returns where
 // its bytes go; nil with an error when the index or kind does not match.
@@ -155,11 +173,22 @@ func (l *Launcher) slot(i int, want Arg) (unsafe.Pointer, error) {
 	return unsafe.Pointer(&l.mem[l.offs[i]]), nil
 }
 
+// errNil is the error of method op on a nil *Launcher (what a failed New
+// returns).
+func errNil(op string) error {
+	return fmt.Errorf("kernel: %s on a nil launcher: %w", op, gpumem.ErrInvalidValue)
+}
+
 func (l *Launcher) closedErr() error {
 	return fmt.Errorf("kernel: %s: launcher is closed: %w", l.f.Name, gpumem.ErrClosed)
 }
 
-func setArg[T any](l *Launcher, i int, want Arg, v T) error {
+// setArg stores v in argument i, declared want, for the setter op (named
+// in the error of a nil *Launcher).
+func setArg[T any](l *Launcher, op string, i int, want Arg, v T) error {
+	if l == nil {
+		return errNil(op)
+	}
 	l.mu.Lock()
 	p, err := l.slot(i, want)
 	if err == nil {
@@ -170,46 +199,49 @@ func setArg[T any](l *Launcher, i int, want Arg, v T) error {
 }
 
 // SetPtr sets argument i, declared Ptr.
-func (l *Launcher) SetPtr(i int, p gpumem.Ptr) error { return setArg(l, i, Ptr, uint64(p)) }
+func (l *Launcher) SetPtr(i int, p gpumem.Ptr) error { return setArg(l, "SetPtr", i, Ptr, uint64(p)) }
 
 // SetI8 sets argument i, declared Int8.
-func (l *Launcher) SetI8(i int, v int8) error { return setArg(l, i, Int8, v) }
+func (l *Launcher) SetI8(i int, v int8) error { return setArg(l, "SetI8", i, Int8, v) }
 
 // SetI16 sets argument i, declared Int16.
-func (l *Launcher) SetI16(i int, v int16) error { return setArg(l, i, Int16, v) }
+func (l *Launcher) SetI16(i int, v int16) error { return setArg(l, "SetI16", i, Int16, v) }
 
 // SetI32 sets argument i, declared Int32.
-func (l *Launcher) SetI32(i int, v int32) error { return setArg(l, i, Int32, v) }
+func (l *Launcher) SetI32(i int, v int32) error { return setArg(l, "SetI32", i, Int32, v) }
 
 // SetI64 sets argument i, declared Int64.
-func (l *Launcher) SetI64(i int, v int64) error { return setArg(l, i, Int64, v) }
+func (l *Launcher) SetI64(i int, v int64) error { return setArg(l, "SetI64", i, Int64, v) }
 
 // SetU8 sets argument i, declared Uint8.
-func (l *Launcher) SetU8(i int, v uint8) error { return setArg(l, i, Uint8, v) }
+func (l *Launcher) SetU8(i int, v uint8) error { return setArg(l, "SetU8", i, Uint8, v) }
 
 // SetU16 sets argument i, declared Uint16.
-func (l *Launcher) SetU16(i int, v uint16) error { return setArg(l, i, Uint16, v) }
+func (l *Launcher) SetU16(i int, v uint16) error { return setArg(l, "SetU16", i, Uint16, v) }
 
 // SetU32 sets argument i, declared Uint32.
-func (l *Launcher) SetU32(i int, v uint32) error { return setArg(l, i, Uint32, v) }
+func (l *Launcher) SetU32(i int, v uint32) error { return setArg(l, "SetU32", i, Uint32, v) }
 
 // SetU64 sets argument i, declared Uint64.
-func (l *Launcher) SetU64(i int, v uint64) error { return setArg(l, i, Uint64, v) }
+func (l *Launcher) SetU64(i int, v uint64) error { return setArg(l, "SetU64", i, Uint64, v) }
 
 // SetF32 sets argument i, declared Float32.
 func (l *Launcher) SetF32(i int, v float32) error {
-	return setArg(l, i, Float32, math.Float32bits(v))
+	return setArg(l, "SetF32", i, Float32, math.Float32bits(v))
 }
 
 // SetF64 sets argument i, declared Float64.
 func (l *Launcher) SetF64(i int, v float64) error {
-	return setArg(l, i, Float64, math.Float64bits(v))
+	return setArg(l, "SetF64", i, Float64, math.Float64bits(v))
 }
 
 // SetStruct sets argument i, declared Struct(size, align), to b: the
 // struct's bytes as C lays it out, exactly size of them. The bytes are
 // copied; b may be reused at once.
 func (l *Launcher) SetStruct(i int, b []byte) error {
+	if l == nil {
+		return errNil("SetStruct")
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -232,6 +264,9 @@ func (l *Launcher) SetStruct(i int, b []byte) error {
 // matching gpumem.ErrInvalidValue while an argument has never been set.
 // It allocates nothing when the launch succeeds.
 func (l *Launcher) Launch(s gpumem.Stream, grid, block gpumem.Dim3, sharedMem uint32) error {
+	if l == nil {
+		return errNil("Launch")
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -261,7 +296,7 @@ func (l *Launcher) unsetErr() error {
 // error matching gpumem.ErrClosed. Close is idempotent.
 func (l *Launcher) Close() error {
 	if l == nil {
-		return fmt.Errorf("kernel: Close of a nil launcher: %w", gpumem.ErrInvalidValue)
+		return errNil("Close")
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

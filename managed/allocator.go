@@ -159,21 +159,41 @@ func (a *Allocator) logf(format string, args ...any) {
 }
 
 // Backend returns the backend the allocator takes memory from.
-func (a *Allocator) Backend() gpumem.Backend { return a.b }
+func (a *Allocator) Backend() gpumem.Backend {
+	if a == nil {
+		return nil
+	}
+	return a.b
+}
 
 // Limit returns the oversubscription guard's cap on the managed bytes the
 // allocator holds, and whether there is one. ok is false when
 // oversubscription is allowed; a cap of 0 bytes (a fraction of the device
 // that rounds down to nothing) is (0, true), and refuses every allocation.
-func (a *Allocator) Limit() (limit uint64, ok bool) { return a.limit, a.capped }
+func (a *Allocator) Limit() (limit uint64, ok bool) {
+	if a == nil {
+		return 0, false
+	}
+	return a.limit, a.capped
+}
 
 // Reserved returns the managed bytes the allocator holds from the backend.
-func (a *Allocator) Reserved() uint64 { return a.reserved.Load() }
+func (a *Allocator) Reserved() uint64 {
+	if a == nil {
+		return 0
+	}
+	return a.reserved.Load()
+}
 
 // CanMigrate reports whether device dev migrates managed pages (its
 // concurrent-managed-access attribute is set). Where it does not, managed
 // memory stays in host memory and moves only change advice.
-func (a *Allocator) CanMigrate(dev int) bool { return dev >= 0 && dev < a.ndev && a.migrates[dev] }
+func (a *Allocator) CanMigrate(dev int) bool {
+	if a == nil {
+		return false
+	}
+	return dev >= 0 && dev < a.ndev && a.migrates[dev]
+}
 
 // reserve counts size more managed bytes against the guard.
 func (a *Allocator) reserve(dev int, size uint64) error {
@@ -239,6 +259,12 @@ func (a *Allocator) shardOf(p gpumem.Ptr) *shard {
 	return &a.shards[h>>(64-6)]
 }
 
+// errNil is the error of method op on a nil *Allocator (what a failed New
+// returns).
+func errNil(op string) error {
+	return fmt.Errorf("managed: %s on a nil allocator: %w", op, gpumem.ErrInvalidValue)
+}
+
 func (a *Allocator) checkOpen() error {
 	if a.closed.Load() {
 		return fmt.Errorf("managed: allocator closed: %w", gpumem.ErrClosed)
@@ -274,6 +300,9 @@ func (a *Allocator) residentIndex(loc gpumem.Location) int {
 // host-preferred pool of s's device, which the buffer is advised to be
 // accessed by.
 func (a *Allocator) Alloc(size uint64, loc gpumem.Location, s gpumem.Stream) (*Buffer, error) {
+	if a == nil {
+		return nil, errNil("Alloc")
+	}
 	if err := a.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -346,6 +375,9 @@ func (a *Allocator) observe(oom *gpumem.OutOfMemoryError) {
 
 // Buffer returns the live buffer that starts at p, or nil.
 func (a *Allocator) Buffer(p gpumem.Ptr) *Buffer {
+	if a == nil {
+		return nil
+	}
 	sh := a.shardOf(p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -359,6 +391,9 @@ func (a *Allocator) IsManaged(p gpumem.Ptr) bool { return a.Buffer(p) != nil }
 // Allocate implements gpumem.Resource: size bytes of managed memory that
 // prefer s's device, usable in stream order on s.
 func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
+	if a == nil {
+		return 0, errNil("Allocate")
+	}
 	if s.Device < 0 || s.Device >= a.ndev {
 		if err := a.checkOpen(); err != nil {
 			return 0, err
@@ -379,6 +414,9 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 // and p stays allocated. A stream p was used on that has since been
 // destroyed has no work left to wait for and does not delay the reuse.
 func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
+	if a == nil {
+		return errNil("Deallocate")
+	}
 	if err := a.checkOpen(); err != nil {
 		return err
 	}
@@ -397,6 +435,9 @@ func (a *Allocator) Deallocate(p gpumem.Ptr, s gpumem.Stream) error {
 // s may be a stream of any device; a stream that is not live is refused
 // with ErrInvalidValue.
 func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
+	if a == nil {
+		return errNil("RecordStream")
+	}
 	if err := a.checkOpen(); err != nil {
 		return err
 	}
@@ -415,6 +456,9 @@ func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
 // pools' peaks, an upper bound of the combined peak). After Close they are
 // zero: a closed allocator holds nothing.
 func (a *Allocator) Stats(dev int) gpumem.MemoryStats {
+	if a == nil {
+		return gpumem.MemoryStats{}
+	}
 	if a.closed.Load() {
 		return gpumem.MemoryStats{}
 	}
@@ -426,6 +470,9 @@ func (a *Allocator) Stats(dev int) gpumem.MemoryStats {
 // PoolStats returns the statistics of one pool of device dev: the
 // host-preferred one when host is set, else the device-preferred one.
 func (a *Allocator) PoolStats(dev int, host bool) gpumem.MemoryStats {
+	if a == nil {
+		return gpumem.MemoryStats{}
+	}
 	if host {
 		return a.host.Stats(dev)
 	}
@@ -434,6 +481,9 @@ func (a *Allocator) PoolStats(dev int, host bool) gpumem.MemoryStats {
 
 // ResetPeakStats sets every peak of device dev to its current value.
 func (a *Allocator) ResetPeakStats(dev int) {
+	if a == nil {
+		return
+	}
 	a.dev.ResetPeakStats(dev)
 	a.host.ResetPeakStats(dev)
 }
@@ -442,6 +492,9 @@ func (a *Allocator) ResetPeakStats(dev int) {
 // segment_type "host_small" or "host_large"), the merged history and the
 // statistics per device.
 func (a *Allocator) Snapshot() gpumem.Snapshot {
+	if a == nil {
+		return gpumem.Snapshot{}
+	}
 	d, h := a.dev.Snapshot(), a.host.Snapshot()
 	out := gpumem.Snapshot{Segments: d.Segments, Stats: map[int]gpumem.MemoryStats{}}
 	for _, s := range h.Segments {
@@ -457,12 +510,18 @@ func (a *Allocator) Snapshot() gpumem.Snapshot {
 
 // History returns both pools' memory history, oldest first.
 func (a *Allocator) History() []gpumem.HistoryEntry {
+	if a == nil {
+		return nil
+	}
 	return history.Merge(a.dev.History(), a.host.History())
 }
 
 // EmptyCache returns every wholly free cached segment of both pools to the
 // backend.
 func (a *Allocator) EmptyCache() error {
+	if a == nil {
+		return errNil("EmptyCache")
+	}
 	if err := a.checkOpen(); err != nil {
 		return err
 	}
@@ -472,11 +531,21 @@ func (a *Allocator) EmptyCache() error {
 // SetOOMHandler installs h (nil removes it). Both pools ask it, with no
 // lock held, before an allocation fails for lack of memory; an allocation
 // retries at most oomhooks.MaxAttempts times at its request.
-func (a *Allocator) SetOOMHandler(h gpumem.OOMHandler) { a.hooks.SetHandler(h) }
+func (a *Allocator) SetOOMHandler(h gpumem.OOMHandler) {
+	if a == nil {
+		return
+	}
+	a.hooks.SetHandler(h)
+}
 
 // AddOOMObserver adds an observer told of every out-of-memory failure,
 // with the managed allocator's description.
-func (a *Allocator) AddOOMObserver(o gpumem.OOMObserver) { a.hooks.AddObserver(o) }
+func (a *Allocator) AddOOMObserver(o gpumem.OOMObserver) {
+	if a == nil {
+		return
+	}
+	a.hooks.AddObserver(o)
+}
 
 // Close waits for the devices, returns all managed memory (buffers not yet
 // freed included) and invalidates every buffer. Later calls fail with
@@ -485,7 +554,7 @@ func (a *Allocator) AddOOMObserver(o gpumem.OOMObserver) { a.hooks.AddObserver(o
 // still cannot free, so that a failed Close can be retried.
 func (a *Allocator) Close() error {
 	if a == nil {
-		return fmt.Errorf("managed: Close of a nil allocator: %w", gpumem.ErrInvalidValue)
+		return errNil("Close")
 	}
 	a.closeMu.Lock()
 	defer a.closeMu.Unlock()

@@ -432,6 +432,9 @@ func (b *Buffer) free(s *gpumem.Stream) error {
 // is already a managed buffer of this allocator, Manage returns that buffer
 // (moved to srcLoc) when Options.MoveOnCopy is set, and a copy otherwise.
 func (a *Allocator) Manage(src gpumem.Ptr, size uint64, srcLoc gpumem.Location, s gpumem.Stream) (*Buffer, error) {
+	if a == nil {
+		return nil, errNil("Manage")
+	}
 	if err := a.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -487,6 +490,9 @@ func (a *Allocator) Manage(src gpumem.Ptr, size uint64, srcLoc gpumem.Location, 
 // The buffer stays valid; the caller frees the result with Backend.Free or
 // Backend.FreeHost.
 func (a *Allocator) Unmanage(buf *Buffer, dst gpumem.Location, s gpumem.Stream) (gpumem.Ptr, error) {
+	if a == nil {
+		return 0, errNil("Unmanage")
+	}
 	if err := a.checkOpen(); err != nil {
 		return 0, err
 	}
@@ -526,6 +532,9 @@ func (a *Allocator) Unmanage(buf *Buffer, dst gpumem.Location, s gpumem.Stream) 
 // sees it: with Options.MoveOnCopy the buffer itself is moved (To without
 // Copy); otherwise a new buffer at loc receives a copy.
 func (a *Allocator) CopyTo(buf *Buffer, loc gpumem.Location, s gpumem.Stream) (*Buffer, error) {
+	if a == nil {
+		return nil, errNil("CopyTo")
+	}
 	if buf == nil || buf.a != a {
 		return nil, fmt.Errorf("managed: CopyTo of a buffer of another allocator: %w", gpumem.ErrInvalidValue)
 	}

@@ -20,6 +20,9 @@ var ErrResidencyMismatch = errors.New("managed: residency differs from the drive
 // migrate pages count at the host, where their pages stay. Locations with
 // no bytes are left out.
 func (a *Allocator) Residency() map[gpumem.Location]uint64 {
+	if a == nil {
+		return nil
+	}
 	out := map[gpumem.Location]uint64{}
 	for i := range a.resident {
 		n := a.resident[i].Load()
@@ -43,6 +46,9 @@ func (a *Allocator) Residency() map[gpumem.Location]uint64 {
 // disagreement is an error matching ErrResidencyMismatch that lists the
 // buffers; a backend without range attributes gives its ErrNotSupported.
 func (a *Allocator) VerifyResidency() error {
+	if a == nil {
+		return errNil("VerifyResidency")
+	}
 	if err := a.checkOpen(); err != nil {
 		return err
 	}

@@ -37,6 +37,9 @@ func newCache(dir string) *cache {
 
 // CacheStats returns the cache's counters.
 func (c *Compiler) CacheStats() CacheStats {
+	if c == nil {
+		return CacheStats{}
+	}
 	c.cache.mu.Lock()
 	defer c.cache.mu.Unlock()
 	return c.cache.stats

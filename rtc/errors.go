@@ -7,6 +7,12 @@ import (
 	"github.com/gpumem/gpumem"
 )
 
+// errNil is the error of method op on a nil *Compiler (what a failed Open
+// returns).
+func errNil(op string) error {
+	return fmt.Errorf("rtc: %s on a nil compiler: %w", op, gpumem.ErrInvalidValue)
+}
+
 // CompileError is a compile that failed: the source does not compile. Log is
 // the compiler's log, which names the lines at fault. It matches
 // gpumem.ErrInvalidValue.

@@ -216,27 +216,52 @@ func (c *Compiler) start() error {
 }
 
 // Name is the compiler's name: "nvrtc" or "hiprtc".
-func (c *Compiler) Name() string { return symtab.RTCTableNames[c.vendor] }
+func (c *Compiler) Name() string {
+	if c == nil {
+		return ""
+	}
+	return symtab.RTCTableNames[c.vendor]
+}
 
 // Backend is the backend whose devices run the compiler's images: "cuda" or "hip".
-func (c *Compiler) Backend() string { return c.vendor.String() }
+func (c *Compiler) Backend() string {
+	if c == nil {
+		return ""
+	}
+	return c.vendor.String()
+}
 
 // Library is the library file as it was opened.
-func (c *Compiler) Library() string { return c.lib.Path() }
+func (c *Compiler) Library() string {
+	if c == nil {
+		return ""
+	}
+	return c.lib.Path()
+}
 
 // Version is the compiler's version as it reports it (nvrtcVersion,
 // hiprtcVersion).
-func (c *Compiler) Version() (major, minor int) { return c.major, c.minor }
+func (c *Compiler) Version() (major, minor int) {
+	if c == nil {
+		return 0, 0
+	}
+	return c.major, c.minor
+}
 
 // String is the compiler's name and version: "nvrtc 11.8".
-func (c *Compiler) String() string { return fmt.Sprintf("%s %d.%d", c.Name(), c.major, c.minor) }
+func (c *Compiler) String() string {
+	if c == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("%s %d.%d", c.Name(), c.major, c.minor)
+}
 
 // Close releases the library after the compiles in flight. Compiling after
 // Close fails with an error matching gpumem.ErrClosed; closing twice is not
 // an error.
 func (c *Compiler) Close() error {
 	if c == nil {
-		return fmt.Errorf("rtc: Close of a nil compiler: %w", gpumem.ErrInvalidValue)
+		return errNil("Close")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -341,6 +366,9 @@ func defaultCompiler(v symtab.Vendor) (*Compiler, error) {
 // context is checked before compiling: a compile, once started, runs to its
 // end.
 func (c *Compiler) Compile(ctx context.Context, req Request) (*Result, error) {
+	if c == nil {
+		return nil, errNil("Compile")
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}

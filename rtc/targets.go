@@ -139,12 +139,18 @@ func targetLess(a, b string) bool {
 // and where the list comes from; nil when the compiler is newer than the
 // targets table (every well-formed target is passed to it).
 func (c *Compiler) SupportedTargets() (targets []string, source string) {
+	if c == nil {
+		return nil, ""
+	}
 	return append([]string(nil), c.supported...), c.supportedSrc
 }
 
 // CheckTarget returns the *TargetError Compile would return for target,
 // or nil when the compiler supports it.
 func (c *Compiler) CheckTarget(s string) error {
+	if c == nil {
+		return errNil("CheckTarget")
+	}
 	_, err := c.target(s)
 	return err
 }

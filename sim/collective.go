@@ -83,6 +83,9 @@ type MemRange struct {
 // access outside live memory, or a panic) becomes the sticky error of
 // every participant's device.
 func (g *GPU) NewRendezvous(name string, n int, run func(ranks []*KernelCall)) (*Rendezvous, error) {
+	if g == nil {
+		return nil, errNil("NewRendezvous")
+	}
 	if n < 1 || n > 1024 || run == nil {
 		return nil, fmt.Errorf("sim: NewRendezvous %q: %d participants (1 to 1024), run set %v: %w", name, n, run != nil, gpumem.ErrInvalidValue)
 	}
@@ -98,6 +101,9 @@ func (g *GPU) NewRendezvous(name string, n int, run func(ranks []*KernelCall)) (
 // index was queued already, is an error matching ErrInvalidValue (aborted:
 // ErrClosed), and nothing is queued.
 func (g *GPU) QueueRendezvous(s gpumem.Stream, parts ...RendezvousPart) error {
+	if g == nil {
+		return errNil("QueueRendezvous")
+	}
 	const m = symtab.LaunchKernel
 	if err := g.enter(m); err != nil {
 		return err

@@ -269,6 +269,9 @@ func (g *GPU) drive(st *stream, seq uint64) {
 // ran one: false when s is idle, its next op waits for another stream, or the
 // machine runs freely.
 func (g *GPU) Step(s gpumem.Stream) bool {
+	if g == nil {
+		return false
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.manual || g.closed.Load() {
@@ -291,6 +294,9 @@ func (g *GPU) Step(s gpumem.Stream) bool {
 // Drain runs every stream until all queued work is done and returns nil, or
 // an error if the machine is closed.
 func (g *GPU) Drain() error {
+	if g == nil {
+		return errNil("Drain")
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for {

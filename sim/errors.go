@@ -28,3 +28,9 @@ func vendorErr(m symtab.Op, code int) *gpumem.Error {
 func errf(m symtab.Op, code int, format string, args ...any) error {
 	return fmt.Errorf("sim: %s: %s: %w", opName(m), fmt.Sprintf(format, args...), vendorErr(m, code))
 }
+
+// errNil is the error of method op on a nil *GPU (what a failed New
+// returns).
+func errNil(op string) error {
+	return fmt.Errorf("sim: %s on a nil GPU: %w", op, gpumem.ErrInvalidValue)
+}

@@ -723,6 +723,9 @@ func (g *GPU) GuardedCalls() bool { return true }
 // simulator (the vendor backends answer for the captures begun through
 // them; the simulator sees every capture).
 func (g *GPU) CapturesOpen() bool {
+	if g == nil {
+		return false
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.captures) != 0
@@ -733,6 +736,9 @@ func (g *GPU) CapturesOpen() bool {
 // allocated. Faults injected into StreamCaptureInfo or MallocFromPoolAsync
 // apply to it.
 func (g *GPU) MallocFromPoolAsyncUncaptured(size uint64, mp gpumem.MemPool, s gpumem.Stream) (gpumem.Ptr, gpumem.CaptureStatus, error) {
+	if g == nil {
+		return 0, 0, errNil("MallocFromPoolAsyncUncaptured")
+	}
 	ci, err := g.StreamCaptureInfo(s)
 	if err != nil || ci.Status != gpumem.CaptureNone {
 		return 0, ci.Status, err
@@ -744,6 +750,9 @@ func (g *GPU) MallocFromPoolAsyncUncaptured(size uint64, mp gpumem.MemPool, s gp
 // FreeAsyncUncaptured is FreeAsync made only if s is not being captured, as
 // MallocFromPoolAsyncUncaptured.
 func (g *GPU) FreeAsyncUncaptured(p gpumem.Ptr, s gpumem.Stream) (gpumem.CaptureStatus, error) {
+	if g == nil {
+		return 0, errNil("FreeAsyncUncaptured")
+	}
 	ci, err := g.StreamCaptureInfo(s)
 	if err != nil || ci.Status != gpumem.CaptureNone {
 		return ci.Status, err

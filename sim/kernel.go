@@ -157,7 +157,12 @@ func RegisterKernel(k Kernel) error { return defaultKernels.add(k) }
 // RegisterKernel registers k for this GPU only; it is found before a
 // kernel of the same name registered with the package's RegisterKernel.
 // A name registered twice on g is an error matching gpumem.ErrInvalidValue.
-func (g *GPU) RegisterKernel(k Kernel) error { return g.kern.reg.add(k) }
+func (g *GPU) RegisterKernel(k Kernel) error {
+	if g == nil {
+		return errNil("RegisterKernel")
+	}
+	return g.kern.reg.add(k)
+}
 
 // lookupKernel finds name among g's kernels, then the process's.
 func (g *GPU) lookupKernel(name string) *Kernel {

@@ -12,6 +12,9 @@ import (
 // progress, each with the stack that created it. It is empty when nothing
 // leaked; a test calls it after releasing everything it made.
 func (g *GPU) Leaks() []string {
+	if g == nil {
+		return nil
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := []string{} // empty, not nil, when nothing leaked

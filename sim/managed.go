@@ -17,6 +17,9 @@ type Migration struct {
 
 // Migrated returns the managed-memory migration counters.
 func (g *GPU) Migrated() Migration {
+	if g == nil {
+		return Migration{}
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.migrated
@@ -278,6 +281,9 @@ func (g *GPU) RangeLocation(p gpumem.Ptr, size uint64, attr gpumem.RangeAttribut
 // bytes per location. Pages never touched are not resident anywhere and are
 // left out.
 func (g *GPU) Residency(p gpumem.Ptr, size uint64) map[gpumem.Location]uint64 {
+	if g == nil {
+		return nil
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := map[gpumem.Location]uint64{}

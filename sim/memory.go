@@ -579,6 +579,9 @@ func (g *GPU) copyMem(dst, src, size uint64) bool {
 // write directly. Managed pages it covers migrate to the host, as a host
 // access would fault them there. Device memory is not host-accessible.
 func (g *GPU) HostBytes(p gpumem.Ptr, n uint64) ([]byte, error) {
+	if g == nil {
+		return nil, errNil("HostBytes")
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed.Load() {
@@ -610,6 +613,9 @@ func (g *GPU) HostBytes(p gpumem.Ptr, n uint64) ([]byte, error) {
 // not overlap. Tagging is optional; untagged memory is checked at the
 // granularity of its allocation.
 func (g *GPU) Tag(p gpumem.Ptr, size uint64, owner uint64) error {
+	if g == nil {
+		return errNil("Tag")
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	a := uint64(p)
@@ -631,6 +637,9 @@ func (g *GPU) Tag(p gpumem.Ptr, size uint64, owner uint64) error {
 // Untag removes the tag starting at p, as a sub-allocator does when it frees
 // the block; work still queued on the block is then reported when it runs.
 func (g *GPU) Untag(p gpumem.Ptr) error {
+	if g == nil {
+		return errNil("Untag")
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	t := g.tags.floor(uint64(p))
@@ -650,6 +659,9 @@ func (g *GPU) Untag(p gpumem.Ptr) error {
 // when a block becomes reusable on s, and Untag for blocks that become
 // reusable once other streams' recorded work is known to be complete.
 func (g *GPU) UntagAsync(p gpumem.Ptr, s gpumem.Stream) error {
+	if g == nil {
+		return errNil("UntagAsync")
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	st, err := g.lookupStream(symtab.Launch, s)

@@ -26,6 +26,9 @@ type OtherProcess struct {
 // not positive, is this process's, or is listed twice. It is not a CUDA
 // call: it is neither counted nor fault-injectable.
 func (g *GPU) SetOtherProcesses(dev int, procs []OtherProcess) error {
+	if g == nil {
+		return errNil("SetOtherProcesses")
+	}
 	if g.closed.Load() {
 		return fmt.Errorf("gpumem: sim: SetOtherProcesses: the simulated GPU is closed: %w", gpumem.ErrClosed)
 	}
@@ -70,6 +73,9 @@ func (g *GPU) SetOtherProcesses(dev int, procs []OtherProcess) error {
 // what the telemetry package reports for a simulated device. It is not
 // counted as a CUDA call but fails as one on a closed machine.
 func (g *GPU) ProcessMemory(dev int) (self uint64, others []OtherProcess, err error) {
+	if g == nil {
+		return 0, nil, errNil("ProcessMemory")
+	}
 	if g.closed.Load() {
 		return 0, nil, errf(symtab.MemInfo, symtab.CUDADeinitialized, "the simulated GPU is closed")
 	}

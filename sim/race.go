@@ -28,6 +28,9 @@ func (v Violation) String() string {
 
 // Violations returns the unsafe memory uses found so far, oldest first.
 func (g *GPU) Violations() []Violation {
+	if g == nil {
+		return nil
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return append([]Violation(nil), g.violations...)
@@ -35,6 +38,9 @@ func (g *GPU) Violations() []Violation {
 
 // ClearViolations forgets the violations found so far.
 func (g *GPU) ClearViolations() {
+	if g == nil {
+		return
+	}
 	g.mu.Lock()
 	g.violations = nil
 	g.mu.Unlock()

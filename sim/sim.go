@@ -277,8 +277,13 @@ func openFromEnv(_ string) (gpumem.Backend, error) {
 	return g, nil
 }
 
-// enter counts a call of m and reports ErrClosed or an injected fault.
+// enter counts a call of m and reports ErrClosed or an injected fault. It
+// refuses a nil *GPU: the methods that call it first need no guard of
+// their own.
 func (g *GPU) enter(m symtab.Op) error {
+	if g == nil {
+		return errNil(opName(m))
+	}
 	n := g.calls[m].Add(1)
 	if g.anyFault.Load() {
 		if err := g.takeFault(m, n); err != nil {
@@ -316,6 +321,9 @@ func (g *GPU) takeFault(m symtab.Op, n int64) error {
 // this way; Name, Library and ErrorName cannot. An unknown op name panics:
 // it is a mistake in the test that names it.
 func (g *GPU) InjectFault(op string, nth int, err error) {
+	if g == nil {
+		return
+	}
 	m, ok := methodByName[op]
 	if !ok {
 		panic("sim: InjectFault: no Backend method named " + strconv.Quote(op))
@@ -331,6 +339,9 @@ func (g *GPU) InjectFault(op string, nth int, err error) {
 
 // ClearFaults removes every pending injected fault.
 func (g *GPU) ClearFaults() {
+	if g == nil {
+		return
+	}
 	g.faultMu.Lock()
 	defer g.faultMu.Unlock()
 	for i := range g.faults {
@@ -342,6 +353,9 @@ func (g *GPU) ClearFaults() {
 // Calls reports how many times the Backend method op (its Go name) was
 // called, failed calls included; 0 for an unknown name.
 func (g *GPU) Calls(op string) int {
+	if g == nil {
+		return 0
+	}
 	m, ok := methodByName[op]
 	if !ok {
 		return 0
@@ -350,10 +364,22 @@ func (g *GPU) Calls(op string) int {
 }
 
 // Name returns "sim".
-func (g *GPU) Name() string { g.calls[symtab.Name].Add(1); return "sim" }
+func (g *GPU) Name() string {
+	if g == nil {
+		return ""
+	}
+	g.calls[symtab.Name].Add(1)
+	return "sim"
+}
 
 // Library returns "": the simulator loads no library.
-func (g *GPU) Library() string { g.calls[symtab.Library].Add(1); return "" }
+func (g *GPU) Library() string {
+	if g == nil {
+		return ""
+	}
+	g.calls[symtab.Library].Add(1)
+	return ""
+}
 
 // Version reports driver and runtime version 13000 (CUDA 13.0).
 func (g *GPU) Version() (gpumem.Version, error) {
@@ -366,6 +392,9 @@ func (g *GPU) Version() (gpumem.Version, error) {
 // ErrorName returns CUDA's name for a status code ("CUDA_ERROR_OUT_OF_MEMORY"
 // for 2), or "" for a code it does not know.
 func (g *GPU) ErrorName(code int) string {
+	if g == nil {
+		return ""
+	}
 	g.calls[symtab.GetErrorName].Add(1)
 	return errorName(code)
 }
@@ -375,7 +404,7 @@ func (g *GPU) ErrorName(code int) string {
 // still answer after Close.
 func (g *GPU) Close() error {
 	if g == nil {
-		return fmt.Errorf("sim: Close of a nil GPU: %w", gpumem.ErrInvalidValue)
+		return errNil("Close")
 	}
 	if err := g.enter(symtab.Close); err != nil {
 		return err

@@ -246,6 +246,9 @@ func (g *GPU) DeviceSynchronize(dev int) error {
 // counted among the calls, nor fault-injectable: it stands for the checks an
 // allocator makes without calling the device.
 func (g *GPU) CheckStream(s gpumem.Stream) error {
+	if g == nil {
+		return errNil("CheckStream")
+	}
 	if g.closed.Load() {
 		return errf(symtab.StreamQuery, symtab.CUDADeinitialized, "the simulated GPU is closed")
 	}
@@ -257,4 +260,9 @@ func (g *GPU) CheckStream(s gpumem.Stream) error {
 
 // StreamEpoch implements gpumem.StreamChecker: incremented by StreamDestroy
 // and Close.
-func (g *GPU) StreamEpoch() *atomic.Uint64 { return &g.streamEpoch }
+func (g *GPU) StreamEpoch() *atomic.Uint64 {
+	if g == nil {
+		return nil
+	}
+	return &g.streamEpoch
+}
