@@ -156,10 +156,11 @@ func New(b gpumem.Backend, dev int, opts Options) (*Manager, error) {
 	return m, nil
 }
 
-// Device is the ordinal of the manager's device.
+// Device is the ordinal of the manager's device; -1 for a nil manager
+// (what a failed New returns), which has none.
 func (m *Manager) Device() int {
 	if m == nil {
-		return 0
+		return -1
 	}
 	return m.dev
 }

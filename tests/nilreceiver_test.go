@@ -90,6 +90,10 @@ func TestNilManagerHelpers(t *testing.T) {
 	if h := m.OOMHandler(); h != nil {
 		t.Error("OOMHandler of a nil manager is not nil")
 	}
+	// No device: not 0, which is one.
+	if d := m.Device(); d != -1 {
+		t.Errorf("Device of a nil manager: %d, want -1", d)
+	}
 }
 
 // plausible returns a value of type t that argument checks are likely to
