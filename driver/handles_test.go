@@ -180,3 +180,37 @@ func TestDestroyedPoolsGraphsModulesRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCaptureGraphAtADestroyedAddressIsLive: the library gives a destroyed
+// graph's handle again to a later capture's graph; the backend learns it
+// from the capture's information (not only from StreamEndCapture), so the
+// live graph is not refused (a host function's user object retained by the
+// capturing graph, as LaunchHostFunc does).
+func TestCaptureGraphAtADestroyedAddressIsLive(t *testing.T) {
+	be, err := open(handleLoader(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := be.(*native.Backend)
+	defer b.Close()
+	s, err := b.StreamCreate(1, gpumem.StreamNonBlocking, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := gpumem.Graph{Handle: 0x6000, Device: 1} // where the fake's captures report their graph
+	if err := b.GraphDestroy(old); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.GraphRetainUserObject(old, gpumem.UserObject{Handle: 1, Device: 1}, 1, false); !errors.Is(err, gpumem.ErrInvalidValue) {
+		t.Fatalf("the destroyed graph: %v, want it refused", err)
+	}
+	fakeCapturing.Store(s.Handle, int32(1))
+	info, err := b.StreamCaptureInfo(s)
+	fakeCapturing.Delete(s.Handle)
+	if err != nil || info.Status != gpumem.CaptureActive || info.Graph != old {
+		t.Fatalf("capture info: %+v, %v; want an active capture on graph %#x", info, err, old.Handle)
+	}
+	if err := b.GraphRetainUserObject(info.Graph, gpumem.UserObject{Handle: 1, Device: 1}, 1, false); err != nil {
+		t.Errorf("the capturing graph, at a destroyed graph's address: %v, want it live", err)
+	}
+}

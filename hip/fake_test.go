@@ -266,8 +266,14 @@ func TestZeroSizeAllocationsRefused(t *testing.T) {
 			return p, err
 		},
 	} {
-		if p, err := alloc(0); !errors.Is(err, gpumem.ErrInvalidValue) || p != 0 {
+		p, err := alloc(0)
+		if !errors.Is(err, gpumem.ErrInvalidValue) || p != 0 {
 			t.Errorf("%s of 0 bytes = %#x, %v; want ErrInvalidValue", name, p, err)
+		}
+		// The vendor's invalid-value status, as CUDA and the simulator
+		// answer it: a caller reading the code sees one answer.
+		if ge := (*gpumem.Error)(nil); !errors.As(err, &ge) || ge.Code != 1 || ge.Backend != "hip" {
+			t.Errorf("%s of 0 bytes: %v, want a hip status of code 1 (hipErrorInvalidValue)", name, err)
 		}
 		if p, err := alloc(512); err != nil || p == 0 {
 			t.Errorf("%s of 512 bytes = %#x, %v", name, p, err)

@@ -127,6 +127,13 @@ func (b *Backend) StreamCaptureInfo(s gpumem.Stream) (gpumem.CaptureInfo, error)
 	if info.Status == gpumem.CaptureActive {
 		info.ID = c[1]
 		info.Graph = gpumem.Graph{Handle: uintptr(c[2]), Device: s.Device}
+		// The capture's graph is a live graph, whatever this backend
+		// destroyed at the same address before (the library reuses
+		// handles): recorded so, so that GraphRetainUserObject and the
+		// graph's later uses are not refused.
+		if b.graphs.dead.Load() != 0 {
+			b.graphs.made(info.Graph.Handle)
+		}
 	}
 	return info, nil
 }

@@ -33,7 +33,12 @@ func (b *Backend) zeroSize(op symtab.Op) error {
 	if b.closed.Load() {
 		return b.closedErr()
 	}
-	return fmt.Errorf("gpumem: %s: %s of 0 bytes: %w", b.d.Name, symtab.Driver.Rows[op].Op, gpumem.ErrInvalidValue)
+	// The vendor's invalid-value status (CUDA_ERROR_INVALID_VALUE and
+	// hipErrorInvalidValue are both 1), which is what CUDA and the
+	// simulator answer: a caller that reads the code sees the same on
+	// every backend.
+	return fmt.Errorf("gpumem: %s: %s of 0 bytes refused: %w", b.d.Name, symtab.Driver.Rows[op].Op,
+		b.errorFor(symtab.Driver.Rows[op].Symbol[b.d.Vendor], symtab.CUDAInvalidValue))
 }
 
 // Malloc allocates device memory.
