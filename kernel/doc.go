@@ -43,8 +43,9 @@
 // backend reports them (gpumem.ParamReporter: CUDA 12.4 and later through
 // cuFuncGetParamInfo, and the simulator); a kernel given fewer arguments
 // than it reads would read memory past the argument array. HIP has no such
-// query: there the signature given to New must match the kernel's. A
-// launch through the backend directly (gpumem.Kernels.LaunchKernel, no
+// query: there the signature given to New must match the kernel's, and New
+// refuses only what no kernel can take (parameters over MaxParamBytes
+// together, as the kernel lays them out). A launch through the backend directly (gpumem.Kernels.LaunchKernel, no
 // Launcher) is checked by count only, for kernels the CUDA backend looked
 // up itself (ModuleFunction) on a driver that reports their parameters.
 //
