@@ -213,7 +213,7 @@ func New(cfg Config) (*GPU, error) {
 			return nil, fmt.Errorf("sim: device %d: managed page size %d is not a power of two >= 64 KiB: %w", i, dc.ManagedPageSize, gpumem.ErrInvalidValue)
 		}
 		if dc.Capacity > MaxCapacity {
-			return nil, fmt.Errorf("sim: device %d: capacity %d exceeds the simulator's 4 TiB limit: %w", i, dc.Capacity, gpumem.ErrInvalidValue)
+			return nil, fmt.Errorf("sim: device %d: capacity %d exceeds the simulator's limit of %s: %w", i, dc.Capacity, gpumem.FormatBytes(MaxCapacity), gpumem.ErrInvalidValue)
 		}
 		d := &device{ord: i, cfg: dc, va: newRangeSet(), store: newPageStore(), blocking: map[*stream]struct{}{}, peer: make([]bool, n)}
 		base := uint64(i+1) << 44
