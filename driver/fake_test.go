@@ -11,9 +11,16 @@ import (
 	"github.com/ebitengine/purego"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/ccall"
 	"github.com/gpumem/gpumem/internal/native"
 	"github.com/gpumem/gpumem/internal/symtab"
 )
+
+// The fake libcuda's functions are Go (purego callbacks): a short call into
+// one would enter Go without leaving it, so this test binary holds short
+// calls off for its whole life, as internal/ccall asks of a program that
+// hands C Go functions by other means than internal/callback.
+func init() { ccall.HoldShort() }
 
 // A fake libcuda: C-callable Go functions behind the loader seam, so that
 // Open, symbol resolution, error translation and the call path can be tested

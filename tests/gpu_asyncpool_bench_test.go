@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/asyncpool"
+	"github.com/gpumem/gpumem/internal/ccall"
 )
 
 // gpuPairRounds is how many times BenchmarkGPUAsyncPoolPair runs each of its
@@ -16,7 +17,9 @@ const gpuPairRounds = 11
 // the floor), and through the asyncpool allocator with the defaults (no
 // capture status asked while no capture is open), with the status asked
 // inside each call, asked by a call of its own, with history, and with the
-// hooks' check. The variants run in rotation, gpuPairRounds times each, in
+// hooks' check; and the backend's pair and the default allocator's with
+// short calls held off ("ordinary": each driver call through
+// runtime.cgocall). The variants run in rotation, gpuPairRounds times each, in
 // one process and one pool: from process to process the same pair costs up
 // to 1.5x more or less on the H200, so variants compared across processes,
 // or run one after the other, differ by more than what tells them apart.
@@ -55,10 +58,27 @@ func BenchmarkGPUAsyncPoolPair(b *testing.B) {
 		defer a.Close()
 	}
 	for range gpuPairRounds {
-		b.Run("backend", func(b *testing.B) {
-			benchPairs(b, func() (gpumem.Ptr, error) { return be.MallocFromPoolAsync(1<<20, pool, s) },
-				func(p gpumem.Ptr) error { return be.FreeAsync(p, s) })
-		})
+		// "ordinary" runs the same pair with short calls held off
+		// (internal/ccall.HoldShort), each call through runtime.cgocall: the
+		// difference is what short calls save, in the same process and pool.
+		for _, ordinary := range []bool{false, true} {
+			name := "backend"
+			if ordinary {
+				name += ",ordinary"
+				ccall.HoldShort()
+			}
+			b.Run(name, func(b *testing.B) {
+				benchPairs(b, func() (gpumem.Ptr, error) { return be.MallocFromPoolAsync(1<<20, pool, s) },
+					func(p gpumem.Ptr) error { return be.FreeAsync(p, s) })
+			})
+			if ordinary {
+				b.Run("tracked,ordinary", func(b *testing.B) {
+					benchPairs(b, func() (gpumem.Ptr, error) { return allocs[0].Allocate(1<<20, s) },
+						func(p gpumem.Ptr) error { return allocs[0].Deallocate(p, s) })
+				})
+				ccall.ReleaseShort()
+			}
+		}
 		for i, c := range variants {
 			a := allocs[i]
 			b.Run(c.name, func(b *testing.B) {

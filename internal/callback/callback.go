@@ -16,6 +16,11 @@
 // recovered and handed to the panic handler (by default: printed to standard
 // error with its stack), because it must not unwind into the driver's C
 // frames.
+//
+// While any func is registered, the project's short foreign calls are
+// ordinary ones (internal/ccall.HoldShort): a driver thread that calls a
+// registered func enters Go, and a short call must never wait for such a
+// thread.
 package callback
 
 import (
@@ -26,6 +31,8 @@ import (
 	"sync/atomic"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/gpumem/gpumem/internal/ccall"
 )
 
 type entry struct {
@@ -60,6 +67,9 @@ func Register(fn func(), once bool) uintptr {
 	if fn == nil {
 		fn = func() {}
 	}
+	// The hold is taken before C can learn the id, and released only
+	// once C can no longer call it (run once, or unregistered).
+	ccall.HoldShort()
 	mu.Lock()
 	defer mu.Unlock()
 	lastID++
@@ -72,8 +82,12 @@ func Register(fn func(), once bool) uintptr {
 // registered, is harmless.
 func Unregister(id uintptr) {
 	mu.Lock()
+	_, ok := entries[id]
 	delete(entries, id)
 	mu.Unlock()
+	if ok {
+		ccall.ReleaseShort()
+	}
 }
 
 // Pending reports how many funcs are registered and have been neither run
@@ -126,6 +140,10 @@ func dispatch(id uintptr) {
 	if !ok {
 		stray.Add(1)
 		return
+	}
+	if e.once {
+		// This thread is in Go already; C will not call the id again.
+		defer ccall.ReleaseShort()
 	}
 	run(e.fn)
 }

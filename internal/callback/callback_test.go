@@ -195,3 +195,36 @@ func TestForeignThread(t *testing.T) {
 		t.Fatal("the callback did not run on the foreign thread")
 	}
 }
+
+// TestRegistrationsHoldShortCalls: while a func is registered, short calls
+// are ordinary ones; a once func's run and an Unregister end the hold, and
+// a second Unregister or a stray call does not end another's.
+func TestRegistrationsHoldShortCalls(t *testing.T) {
+	if Pending() != 0 || !ccall.ShortEnabled() {
+		t.Skip("short calls are held already (another registration, the platform or GPUMEM_SHORT_CALLS=0)")
+	}
+	once := Register(func() {}, true)
+	persistent := Register(func() {}, false)
+	if ccall.ShortEnabled() {
+		t.Fatal("short calls enabled with two funcs registered")
+	}
+	callC(once)
+	callC(once) // stray: releases nothing
+	if ccall.ShortEnabled() {
+		t.Fatal("short calls enabled with a func still registered")
+	}
+	Unregister(once) // already gone: releases nothing
+	if ccall.ShortEnabled() {
+		t.Fatal("short calls enabled after unregistering an id already run")
+	}
+	Unregister(persistent)
+	if !ccall.ShortEnabled() {
+		t.Fatal("short calls still held with nothing registered")
+	}
+	Unregister(persistent)
+	held := Register(nil, false)
+	if ccall.ShortEnabled() {
+		t.Fatal("a second Unregister unbalanced the holds")
+	}
+	Unregister(held)
+}

@@ -112,13 +112,20 @@ func (b *Backend) badDevice(dev int) error {
 }
 
 // call runs op on device dev: the device is made current and op called in
-// one transition into C. It allocates nothing when op succeeds.
+// one transition into C, a short one for a row marked symtab.Row.Short
+// (internal/ccall.ShortPre6). It allocates nothing when op succeeds.
 func (b *Backend) call(dev int, op symtab.Op, a1, a2, a3, a4, a5, a6 uintptr) error {
 	fn := b.fnFor(dev, op)
 	if fn == 0 {
 		return b.refuse(dev, op)
 	}
-	r, preFailed := ccall.CallPre6(b.pre, b.cur[dev], fn, a1, a2, a3, a4, a5, a6)
+	var r uintptr
+	var preFailed bool
+	if symtab.Driver.Rows[op].Short[b.d.Vendor] {
+		r, preFailed = ccall.ShortPre6(b.pre, b.cur[dev], fn, a1, a2, a3, a4, a5, a6)
+	} else {
+		r, preFailed = ccall.CallPre6(b.pre, b.cur[dev], fn, a1, a2, a3, a4, a5, a6)
+	}
 	if int32(r) == 0 {
 		return nil
 	}
@@ -149,7 +156,12 @@ func (b *Backend) callOnStream(s gpumem.Stream, op symtab.Op, a1, a2, a3, a4, a5
 		if fn == 0 {
 			return b.refuse(s.Device, op)
 		}
-		r := ccall.Call6(fn, a1, a2, a3, a4, a5, a6)
+		var r uintptr
+		if symtab.Driver.Rows[op].Short[b.d.Vendor] {
+			r = ccall.Short6(fn, a1, a2, a3, a4, a5, a6)
+		} else {
+			r = ccall.Call6(fn, a1, a2, a3, a4, a5, a6)
+		}
 		if int32(r) == 0 {
 			return nil
 		}

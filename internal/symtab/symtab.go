@@ -32,6 +32,11 @@
 //     hot path). Marked only where it has been seen on the vendor's library:
 //     CUDA's two stream-ordered pool calls, on an H200 with driver 580
 //     (scripts/gpu/poolcall.c).
+//   - Short[v]: the function returns promptly, never waiting for the device,
+//     and never calls back into the program, so the backend calls it as a
+//     short call (internal/ccall.Short6), without the scheduler's
+//     system-call state. Marked only where it has been measured on the
+//     vendor's library: CUDA's stream-ordered allocation and free.
 //
 // An empty symbol means the function does not exist for that vendor (the
 // backend reports ErrNotSupported, or has no need of it). A few rows have no
@@ -108,6 +113,12 @@ type Row struct {
 	// False wherever that has not been seen on the vendor's library
 	// (scripts/gpu/poolcall.c checks it on CUDA).
 	StreamContext [NumVendors]bool
+	// Short is true for a vendor whose function returns promptly (no wait
+	// for the device or for another thread's long call) and never calls
+	// back into Go: the backend makes it a short call (internal/ccall's
+	// Short6 and ShortPre6), without entering the scheduler's system-call
+	// state, about 40 ns less a call.
+	Short [NumVendors]bool
 }
 
 // Base is the vendor's symbol without its _v2/_v3 suffix: the name
@@ -301,6 +312,12 @@ func fromStream(r Row, v Vendor) Row {
 	return r
 }
 
+// short marks r as a short call on vendor v (Row.Short).
+func short(r Row, v Vendor) Row {
+	r.Short[v] = true
+	return r
+}
+
 // Driver is the table of the CUDA driver API and the HIP runtime: the
 // functions of gpumem.Backend, indexed by the op ids above.
 var Driver = Table{Name: "driver", Rows: driverRows[:]}
@@ -365,9 +382,9 @@ var driverRows = [NumOps]Row{
 	row(MemPoolTrimTo, "MemPoolTrimTo", "cuMemPoolTrimTo", 11020, "hipMemPoolTrimTo", both, Args(2), ""),
 	row(MemPoolSetAccess, "MemPoolSetAccess", "cuMemPoolSetAccess", 11020, "hipMemPoolSetAccess", none, Args(3), "one 12-byte access descriptor"),
 	row(MemPoolGetAccess, "MemPoolGetAccess", "cuMemPoolGetAccess", 11020, "hipMemPoolGetAccess", none, Args(3), ""),
-	row(MallocAsync, "MallocAsync", "cuMemAllocAsync", 11020, "hipMallocAsync", both, Args(3), ""),
-	fromStream(row(MallocFromPoolAsync, "MallocFromPoolAsync", "cuMemAllocFromPoolAsync", 11020, "hipMallocFromPoolAsync", both, Args(4), "hot path; CUDA: no context made current on an explicit stream (the pool names the device)"), CUDA),
-	fromStream(row(FreeAsync, "FreeAsync", "cuMemFreeAsync", 11020, "hipFreeAsync", both, Args(2), "hot path; CUDA: no context made current on an explicit stream"), CUDA),
+	short(row(MallocAsync, "MallocAsync", "cuMemAllocAsync", 11020, "hipMallocAsync", both, Args(3), "CUDA: a short call"), CUDA),
+	short(fromStream(row(MallocFromPoolAsync, "MallocFromPoolAsync", "cuMemAllocFromPoolAsync", 11020, "hipMallocFromPoolAsync", both, Args(4), "hot path; CUDA: no context made current on an explicit stream (the pool names the device), a short call"), CUDA), CUDA),
+	short(fromStream(row(FreeAsync, "FreeAsync", "cuMemFreeAsync", 11020, "hipFreeAsync", both, Args(2), "hot path; CUDA: no context made current on an explicit stream, a short call"), CUDA), CUDA),
 	row(StreamBeginCapture, "StreamBeginCapture", "cuStreamBeginCapture_v2", 10010, "hipStreamBeginCapture", none, Args(2), ""),
 	row(StreamEndCapture, "StreamEndCapture", "cuStreamEndCapture", 10000, "hipStreamEndCapture", none, Args(2), ""),
 	row(StreamCaptureInfo, "StreamCaptureInfo", "cuStreamGetCaptureInfo_v2", 11030, "hipStreamGetCaptureInfo_v2", none, Args(6), "dependencies not read"),

@@ -1,0 +1,195 @@
+package ccall
+
+import (
+	"os"
+	"sync"
+	"sync/atomic"
+	_ "unsafe" // go:linkname
+)
+
+// # Short calls
+//
+// A call through runtime.cgocall costs about 30-60 ns more than the same
+// call from C, most of it spent telling the scheduler that the goroutine
+// is in a system call and taking its processor back afterwards. That is
+// what lets the scheduler run other goroutines while C blocks, and it is
+// wasted on a function that returns in a few hundred nanoseconds and never
+// waits. Short6 and ShortPre6 call such a function without it: the
+// goroutine is pinned to its processor (runtime.procPin, so it cannot be
+// preempted or moved), the OS thread switches to a C stack of that
+// processor's own, calls, switches back and unpins. A call costs about 5 ns
+// more than C (BenchmarkShort6) where Call6 costs about 30 more on the same
+// machine (BenchmarkCall1).
+//
+// What the caller gives up, for the length of the call:
+//   - The processor runs nothing else, and a garbage collection that must
+//     stop the world waits for the call to return. So a short call must
+//     return promptly: no wait on the device, no sleep, no lock that
+//     another thread may hold for long. The stream-ordered pool calls
+//     (cuMemAllocFromPoolAsync, cuMemFreeAsync) qualify; their slowest
+//     case, a pool growing by a fresh physical allocation, takes tens to
+//     hundreds of microseconds, about one garbage collection's pause.
+//   - The function must never call back into Go, on this thread or
+//     another one that this call then waits for. A thread of C entering Go
+//     needs a processor; while the world is being stopped it waits for
+//     one, and the world cannot stop while a short call runs: if the short
+//     call waited for that thread (a lock the driver holds around a host
+//     function it runs, say), neither would move. So short calls are made
+//     only while no C-callable Go function can be called: HoldShort and
+//     ReleaseShort bracket every registration of internal/callback, the
+//     project's only way of handing C a Go function, and while any is
+//     held Short6 and ShortPre6 are Call6 and CallPre6. A program that
+//     hands C Go functions by other means (purego.NewCallback) must call
+//     HoldShort itself, or set GPUMEM_SHORT_CALLS=0.
+//
+// GPUMEM_SHORT_CALLS=0 in the environment at start-up makes every short
+// call an ordinary one (Call6, CallPre6). Where the platform has no short
+// path (only linux/amd64 and linux/arm64 have one), they are ordinary calls
+// too.
+//
+// The C stacks are made on a processor's first short call (that call goes
+// through cgocall): ShortStackBytes of address space each, mapped without
+// reserving memory, under a guard page, so a C function that overflows one
+// faults instead of writing over other memory. Only the pages C touches
+// take memory (a few KiB for the pool calls).
+
+// ShortStackBytes is the size of each processor's C stack for short calls:
+// 8 MiB, the default stack of a thread on Linux, so that a C function
+// finds the room it would find on a thread of its own.
+const ShortStackBytes = 8 << 20
+
+// maxShortProcs bounds the processors (GOMAXPROCS) that get a C stack;
+// calls on processors beyond it are ordinary calls.
+const maxShortProcs = 1024
+
+// stackFailed marks a processor whose stack could not be made: its calls
+// are ordinary ones, and no second attempt is made.
+const stackFailed = 1
+
+var (
+	// shortStacks[p] is the top of processor p's C stack (16-byte
+	// aligned), 0 until made, stackFailed if it could not be.
+	shortStacks [maxShortProcs]atomic.Uintptr
+	stackMu     sync.Mutex // serializes the making of stacks
+	// shortHeld counts holds (HoldShort less ReleaseShort); while it is
+	// above zero, short calls are ordinary ones.
+	shortHeld atomic.Int64
+)
+
+func init() {
+	if heldAtStart(shortSupported, os.Getenv("GPUMEM_SHORT_CALLS")) {
+		shortHeld.Store(1 << 40) // never released
+	}
+}
+
+// heldAtStart reports whether short calls are off for the life of the
+// process: on a platform without them, or with GPUMEM_SHORT_CALLS=0.
+func heldAtStart(supported bool, env string) bool { return !supported || env == "0" }
+
+// HoldShort makes short calls ordinary ones until the matching
+// ReleaseShort: call it before handing C a function that runs Go code,
+// and ReleaseShort once C can no longer call it. Holds nest.
+func HoldShort() { shortHeld.Add(1) }
+
+// ReleaseShort ends a hold of HoldShort. A release without a hold is
+// ignored.
+func ReleaseShort() {
+	for {
+		n := shortHeld.Load()
+		if n <= 0 || shortHeld.CompareAndSwap(n, n-1) {
+			return
+		}
+	}
+}
+
+// ShortEnabled reports whether a short call made now would take the short
+// path (no hold, the platform supports it, GPUMEM_SHORT_CALLS is not 0).
+func ShortEnabled() bool { return shortHeld.Load() == 0 }
+
+//go:linkname procPin runtime.procPin
+func procPin() int
+
+//go:linkname procUnpin runtime.procUnpin
+func procUnpin()
+
+// Short6 is Call6 for a C function that returns promptly and never calls
+// back into Go (see Short calls above): the same arguments and result, the
+// same rules for callers, without entering the scheduler's system-call
+// state.
+//
+//go:nosplit
+func Short6(fn, a1, a2, a3, a4, a5, a6 uintptr) uintptr {
+	if shortHeld.Load() != 0 {
+		return Call6(fn, a1, a2, a3, a4, a5, a6)
+	}
+	p := procPin()
+	if uint(p) < maxShortProcs {
+		if top := shortStacks[p].Load(); top > stackFailed {
+			r := shortcall6(fn, a1, a2, a3, a4, a5, a6, top)
+			procUnpin()
+			return r
+		}
+	}
+	procUnpin()
+	// The first call on this processor: an ordinary call, then the stack.
+	// (Making the stack first could grow and move the goroutine stack,
+	// which the caller's arguments may point into.)
+	r := Call6(fn, a1, a2, a3, a4, a5, a6)
+	makeShortStack(p)
+	return r
+}
+
+// ShortPre6 is CallPre6 for two C functions that return promptly and never
+// call back into Go (see Short calls above): pre(preArg) and, only if it
+// returned 0, fn(a1, ..., a6), on one OS thread, without entering the
+// scheduler's system-call state.
+//
+//go:nosplit
+func ShortPre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6 uintptr) (r uintptr, preFailed bool) {
+	if shortHeld.Load() != 0 {
+		return CallPre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6)
+	}
+	p := procPin()
+	if uint(p) < maxShortProcs {
+		if top := shortStacks[p].Load(); top > stackFailed {
+			r, failed := shortpre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6, top)
+			procUnpin()
+			return r, failed != 0
+		}
+	}
+	procUnpin()
+	r, preFailed = CallPre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6)
+	makeShortStack(p)
+	return r, preFailed
+}
+
+// makeShortStack makes processor p's C stack if it has none.
+func makeShortStack(p int) {
+	if uint(p) >= maxShortProcs || shortStacks[p].Load() != 0 {
+		return
+	}
+	stackMu.Lock()
+	defer stackMu.Unlock()
+	if shortStacks[p].Load() != 0 {
+		return
+	}
+	top, err := mapStack(ShortStackBytes)
+	if err != nil {
+		shortStacks[p].Store(stackFailed)
+		return
+	}
+	shortStacks[p].Store(top)
+}
+
+// ShortStack returns the bounds [lo, hi) of processor p's C stack for short
+// calls, and false if it has none (for tests).
+func ShortStack(p int) (lo, hi uintptr, ok bool) {
+	if uint(p) >= maxShortProcs {
+		return 0, 0, false
+	}
+	top := shortStacks[p].Load()
+	if top <= stackFailed {
+		return 0, 0, false
+	}
+	return top - ShortStackBytes, top, true
+}

@@ -1,0 +1,64 @@
+//go:build linux
+
+#include "textflag.h"
+
+// The short-call trampolines are called from Go (ABI0) on the goroutine
+// stack, with the goroutine pinned to its processor. They keep the
+// goroutine's stack pointer in R12, which the SysV ABI makes the callee
+// preserve, switch SP to the top of the processor's C stack (16-byte
+// aligned, as the ABI wants at a call), call, and switch back. The
+// arguments are read relative to R12 (the goroutine stack: 0(R12) is the
+// return address, the arguments follow) once SP has moved. R14 (g) and
+// R15 are callee-saved in C too; X15, which Go's internal ABI wants zero,
+// is restored by the ABI wrapper on return.
+
+// func shortcall6(fn, a1, a2, a3, a4, a5, a6, stack uintptr) uintptr
+TEXT ·shortcall6(SB), NOSPLIT|NOFRAME, $0-72
+	MOVQ SP, R12
+	MOVQ fn+0(FP), R10
+	MOVQ a1+8(FP), DI
+	MOVQ a2+16(FP), SI
+	MOVQ a3+24(FP), DX
+	MOVQ a4+32(FP), CX
+	MOVQ a5+40(FP), R8
+	MOVQ a6+48(FP), R9
+	MOVQ stack+56(FP), R11
+	ANDQ $~15, R11
+	MOVQ R11, SP
+	XORL AX, AX // no vector registers used (for variadic callees)
+	CALL R10
+	MOVQ R12, SP
+	MOVQ AX, ret+64(FP)
+	RET
+
+// func shortpre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6, stack uintptr) (r, failed uintptr)
+TEXT ·shortpre6(SB), NOSPLIT|NOFRAME, $0-96
+	MOVQ SP, R12
+	MOVQ stack+72(FP), R11
+	ANDQ $~15, R11
+	MOVQ R11, SP
+	MOVQ 16(R12), DI // preArg
+	MOVQ 8(R12), R10 // pre
+	XORL AX, AX
+	CALL R10
+	TESTL AX, AX
+	JNE   prefailed
+	MOVQ 32(R12), DI // a1
+	MOVQ 40(R12), SI
+	MOVQ 48(R12), DX
+	MOVQ 56(R12), CX
+	MOVQ 64(R12), R8
+	MOVQ 72(R12), R9 // a6
+	MOVQ 24(R12), R10 // fn
+	XORL AX, AX
+	CALL R10
+	MOVQ R12, SP
+	MOVQ AX, r+80(FP)
+	MOVQ $0, failed+88(FP)
+	RET
+
+prefailed:
+	MOVQ R12, SP
+	MOVQ AX, r+80(FP)
+	MOVQ $1, failed+88(FP)
+	RET

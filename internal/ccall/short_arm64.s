@@ -1,0 +1,67 @@
+//go:build linux
+
+#include "textflag.h"
+
+// The short-call trampolines are called from Go (ABI0) on the goroutine
+// stack, with the goroutine pinned to its processor. They keep the
+// goroutine's stack pointer in R19 and their return address in R20, both
+// callee-saved under AAPCS64, switch RSP to the top of the processor's C
+// stack (16-byte aligned, as AAPCS64 requires), call, and switch back. The
+// arguments are read relative to R19 once RSP has moved (8(R19) is the
+// first: Go's arm64 frames keep the return address slot at 0). R28 (g) and
+// R29 (the frame pointer) are callee-saved in C too; the C callee builds
+// its own frame record.
+
+// func shortcall6(fn, a1, a2, a3, a4, a5, a6, stack uintptr) uintptr
+TEXT ·shortcall6(SB), NOSPLIT|NOFRAME, $0-72
+	MOVD RSP, R19
+	MOVD R30, R20
+	MOVD fn+0(FP), R10
+	MOVD a1+8(FP), R0
+	MOVD a2+16(FP), R1
+	MOVD a3+24(FP), R2
+	MOVD a4+32(FP), R3
+	MOVD a5+40(FP), R4
+	MOVD a6+48(FP), R5
+	MOVD stack+56(FP), R11
+	AND  $~15, R11
+	MOVD R11, RSP
+	BL   (R10)
+	MOVD R19, RSP
+	MOVD R20, R30
+	MOVD R0, ret+64(FP)
+	RET
+
+// func shortpre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6, stack uintptr) (r, failed uintptr)
+TEXT ·shortpre6(SB), NOSPLIT|NOFRAME, $0-96
+	MOVD RSP, R19
+	MOVD R30, R20
+	MOVD stack+72(FP), R11
+	AND  $~15, R11
+	MOVD R11, RSP
+	MOVD 16(R19), R0 // preArg
+	MOVD 8(R19), R10 // pre
+	BL   (R10)
+	CBNZW R0, prefailed
+	MOVD 32(R19), R0 // a1
+	MOVD 40(R19), R1
+	MOVD 48(R19), R2
+	MOVD 56(R19), R3
+	MOVD 64(R19), R4
+	MOVD 72(R19), R5 // a6
+	MOVD 24(R19), R10 // fn
+	BL   (R10)
+	MOVD R19, RSP
+	MOVD R20, R30
+	MOVD R0, r+80(FP)
+	MOVD $0, R1
+	MOVD R1, failed+88(FP)
+	RET
+
+prefailed:
+	MOVD R19, RSP
+	MOVD R20, R30
+	MOVD R0, r+80(FP)
+	MOVD $1, R1
+	MOVD R1, failed+88(FP)
+	RET

@@ -1,0 +1,296 @@
+package ccall
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"unsafe"
+
+	"github.com/gpumem/gpumem/internal/dl"
+)
+
+// ucontextSP is the offset of the stack pointer in glibc's ucontext_t:
+// uc_mcontext.gregs[REG_RSP] on x86_64, uc_mcontext.sp on aarch64.
+var ucontextSP = map[string]uintptr{"amd64": 40 + 15*8, "arm64": 176 + 8 + 31*8}
+
+// spOfCall returns the stack pointer C ran on in a call made by call,
+// which is handed libc's getcontext and a buffer for its ucontext_t.
+func spOfCall(t *testing.T, call func(getcontext, buf uintptr) uintptr) uintptr {
+	t.Helper()
+	off, ok := ucontextSP[runtime.GOARCH]
+	if !ok {
+		t.Skipf("no ucontext_t layout for %s", runtime.GOARCH)
+	}
+	lib, err := dl.Open("libc.so.6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	getcontext, err := lib.Sym("getcontext")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	if r := call(getcontext, uintptr(unsafe.Pointer(&buf[0]))); int32(r) != 0 {
+		t.Fatalf("getcontext = %d", int32(r))
+	}
+	sp := *(*uintptr)(unsafe.Pointer(&buf[off]))
+	runtime.KeepAlive(buf)
+	return sp
+}
+
+// onShortStack reports whether sp lies in some processor's short-call
+// stack; its top counts (the stack pointer at the call, which getcontext
+// records on amd64).
+func onShortStack(sp uintptr) bool {
+	for p := range maxShortProcs {
+		if lo, hi, ok := ShortStack(p); ok && sp > lo && sp <= hi {
+			return true
+		}
+	}
+	return false
+}
+
+// warm makes a short call on every processor, so that each has its stack.
+func warm(t *testing.T) {
+	t.Helper()
+	loadLibc(t)
+	var wg sync.WaitGroup
+	for range 4 * runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				Short6(libc.abs, 1, 0, 0, 0, 0, 0)
+				runtime.Gosched()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func requireShort(t *testing.T) {
+	t.Helper()
+	if !ShortEnabled() {
+		t.Skip("short calls are off here (platform or GPUMEM_SHORT_CALLS=0)")
+	}
+}
+
+func TestShortCallsLibc(t *testing.T) {
+	loadLibc(t)
+	for range 3 { // the first call on a processor is an ordinary one
+		for _, v := range []int64{0, 1, -1, -123456789012, 1 << 62} {
+			want := v
+			if want < 0 {
+				want = -want
+			}
+			if got := int64(Short6(libc.labs, uintptr(v), 0, 0, 0, 0, 0)); got != want {
+				t.Errorf("Short6 labs(%d) = %d", v, got)
+			}
+			r, failed := ShortPre6(libc.abs, 0, libc.labs, uintptr(v), 0, 0, 0, 0, 0)
+			if failed || int64(r) != want {
+				t.Errorf("ShortPre6 labs(%d) = (%d, %v)", v, int64(r), failed)
+			}
+		}
+		// Six arguments reach C in order: memcmp(a, b, n) and memset.
+		buf := make([]byte, 64)
+		if got := Short6(libc.memset, ptr(&buf[8]), 0xCD, 16, 0, 0, 0); got != ptr(&buf[8]) {
+			t.Errorf("memset returned %#x, want %#x", got, ptr(&buf[8]))
+		}
+		for i, b := range buf {
+			if want := byte(0); i >= 8 && i < 24 && b != 0xCD || (i < 8 || i >= 24) && b != want {
+				t.Fatalf("buf[%d] = %#x after memset of [8, 24)", i, b)
+			}
+		}
+		other := append([]byte(nil), buf...)
+		other[20] = 0
+		if got := int32(Short6(libc.memcmp, ptr(&buf[0]), ptr(&other[0]), 20, 0, 0, 0)); got != 0 {
+			t.Errorf("memcmp of equal prefixes = %d", got)
+		}
+		if got := int32(Short6(libc.memcmp, ptr(&buf[0]), ptr(&other[0]), 21, 0, 0, 0)); got <= 0 {
+			t.Errorf("memcmp past the difference = %d, want > 0", got)
+		}
+		runtime.KeepAlive(buf)
+		runtime.KeepAlive(other)
+		// A failing pre stops the call and returns pre's result.
+		buf[0] = 'z'
+		r, failed := ShortPre6(libc.abs, ^uintptr(6), libc.memset, ptr(&buf[0]), 0, 1, 0, 0, 0)
+		if !failed || int32(r) != 7 || buf[0] != 'z' {
+			t.Errorf("ShortPre6 with failing pre = (%d, %v), buf[0] %q; want (7, true), 'z'", int32(r), failed, buf[0])
+		}
+	}
+}
+
+// TestShortCallRunsOnItsStack: C runs on the processor's short-call stack,
+// 16-byte aligned at the call, and on the system stack (cgocall) while a
+// hold is taken.
+func TestShortCallRunsOnItsStack(t *testing.T) {
+	requireShort(t)
+	warm(t)
+	for _, tc := range []struct {
+		name string
+		call func(getcontext, buf uintptr) uintptr
+	}{
+		{"Short6", func(g, b uintptr) uintptr { return Short6(g, b, 0, 0, 0, 0, 0) }},
+		{"ShortPre6", func(g, b uintptr) uintptr {
+			r, failed := ShortPre6(libc.abs, 0, g, b, 0, 0, 0, 0, 0)
+			if failed {
+				t.Fatal("pre failed")
+			}
+			return r
+		}},
+	} {
+		sp := spOfCall(t, tc.call)
+		if !onShortStack(sp) {
+			t.Errorf("%s: C ran at sp %#x, on no short-call stack", tc.name, sp)
+		}
+		if sp%16 != 0 {
+			t.Errorf("%s: sp %#x at the call is not 16-byte aligned", tc.name, sp)
+		}
+		HoldShort()
+		if ShortEnabled() {
+			t.Error("ShortEnabled after HoldShort")
+		}
+		if sp := spOfCall(t, tc.call); onShortStack(sp) {
+			t.Errorf("%s under a hold: C ran at sp %#x, on a short-call stack", tc.name, sp)
+		}
+		ReleaseShort()
+		if !ShortEnabled() {
+			t.Error("not ShortEnabled after ReleaseShort")
+		}
+	}
+	// An unmatched release does not unbalance the holds.
+	ReleaseShort()
+	HoldShort()
+	if ShortEnabled() {
+		t.Error("a hold after an unmatched release did not hold")
+	}
+	ReleaseShort()
+}
+
+// TestShortCallsUnderGC: many goroutines make short calls while the
+// collector runs and GOMAXPROCS changes; every result is right.
+func TestShortCallsUnderGC(t *testing.T) {
+	loadLibc(t)
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		procs := runtime.GOMAXPROCS(0)
+		defer runtime.GOMAXPROCS(procs)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			runtime.GC()
+			if i%8 == 0 {
+				runtime.GOMAXPROCS(1 + i/8%4)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan string, 16)
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20000 {
+				v := int64(g*100000 + i)
+				if got := int64(Short6(libc.labs, uintptr(-v), 0, 0, 0, 0, 0)); got != v {
+					errs <- "Short6 wrong result"
+					return
+				}
+				if r, failed := ShortPre6(libc.abs, 0, libc.labs, uintptr(-v), 0, 0, 0, 0, 0); failed || int64(r) != v {
+					errs <- "ShortPre6 wrong result"
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	bg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+func TestShortCallsAllocateNothing(t *testing.T) {
+	loadLibc(t)
+	Short6(libc.abs, 0, 0, 0, 0, 0, 0)
+	if a := testing.AllocsPerRun(100, func() { Short6(libc.labs, ^uintptr(4), 0, 0, 0, 0, 0) }); a != 0 {
+		t.Errorf("Short6 allocates %v per call", a)
+	}
+	if a := testing.AllocsPerRun(100, func() { ShortPre6(libc.abs, 0, libc.labs, ^uintptr(4), 0, 0, 0, 0, 0) }); a != 0 {
+		t.Errorf("ShortPre6 allocates %v per call", a)
+	}
+}
+
+// TestShortCallsOffByEnvironment: with GPUMEM_SHORT_CALLS=0 every short
+// call is an ordinary one (the test binary run again in a child).
+func TestShortCallsOffByEnvironment(t *testing.T) {
+	if os.Getenv("GPUMEM_SHORT_CALLS_CHILD") == "1" {
+		warm(t)
+		if ShortEnabled() {
+			t.Fatal("ShortEnabled with GPUMEM_SHORT_CALLS=0")
+		}
+		if sp := spOfCall(t, func(g, b uintptr) uintptr { return Short6(g, b, 0, 0, 0, 0, 0) }); onShortStack(sp) {
+			t.Fatalf("C ran on a short-call stack (sp %#x) with GPUMEM_SHORT_CALLS=0", sp)
+		}
+		return
+	}
+	requireShort(t)
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestShortCallsOffByEnvironment$", "-test.v")
+	cmd.Env = append(os.Environ(), "GPUMEM_SHORT_CALLS=0", "GPUMEM_SHORT_CALLS_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if errors.Is(err, syscall.ENOEXEC) {
+		// A foreign architecture's binary under qemu-user without
+		// binfmt_misc: TestHeldAtStart covers the rule.
+		t.Skipf("cannot run the test binary again here: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+}
+
+func TestHeldAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		supported bool
+		env       string
+		want      bool
+	}{
+		{true, "", false}, {true, "1", false}, {true, "0", true}, {false, "", true}, {false, "1", true},
+	} {
+		if got := heldAtStart(tc.supported, tc.env); got != tc.want {
+			t.Errorf("heldAtStart(%v, %q) = %v, want %v", tc.supported, tc.env, got, tc.want)
+		}
+	}
+}
+
+func BenchmarkShort6(b *testing.B) {
+	loadLibc(b)
+	b.ReportAllocs()
+	var sum uintptr
+	for i := 0; i < b.N; i++ {
+		sum += Short6(libc.labs, uintptr(-i), 0, 0, 0, 0, 0)
+	}
+	sink = sum
+}
+
+func BenchmarkShortPre6(b *testing.B) {
+	loadLibc(b)
+	b.ReportAllocs()
+	var sum uintptr
+	for i := 0; i < b.N; i++ {
+		r, _ := ShortPre6(libc.abs, 0, libc.labs, uintptr(-i), 0, 0, 0, 0, 0)
+		sum += r
+	}
+	sink = sum
+}
