@@ -4,7 +4,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	_ "unsafe" // go:linkname
+	"unsafe"
 )
 
 // # Short calls
@@ -161,6 +161,46 @@ func ShortPre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6 uintptr) (r uintptr, preF
 	r, preFailed = CallPre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6)
 	makeShortStack(p)
 	return r, preFailed
+}
+
+// ShortOut6 is Short6 for a C function whose first argument is where it
+// writes one word of result (cuMemAllocFromPoolAsync's CUdeviceptr *, say):
+// it calls fn(&out, a2, ..., a6) and returns fn's result and out. On the
+// short path out lives on the C stack, so the caller needs no memory of its
+// own for it; out is 0 unless fn wrote it. As an ordinary call (held off,
+// or a processor's first) out is a word of the heap, which a callback into
+// Go cannot move, so a2..a6 must not point into the goroutine's stack.
+//
+//go:nosplit
+func ShortOut6(fn, a2, a3, a4, a5, a6 uintptr) (r, out uintptr) {
+	if shortHeld.Load() != 0 {
+		return outCall(fn, a2, a3, a4, a5, a6)
+	}
+	p := procPin()
+	if uint(p) < maxShortProcs {
+		if top := shortStacks[p].Load(); top > stackFailed {
+			r, out = shortout6(fn, a2, a3, a4, a5, a6, top)
+			procUnpin()
+			return r, out
+		}
+	}
+	procUnpin()
+	r, out = outCall(fn, a2, a3, a4, a5, a6)
+	makeShortStack(p)
+	return r, out
+}
+
+// outWords are heap words for outCall.
+var outWords = sync.Pool{New: func() any { return new(uintptr) }}
+
+// outCall is ShortOut6 as an ordinary call, out in a word of the heap.
+func outCall(fn, a2, a3, a4, a5, a6 uintptr) (r, out uintptr) {
+	w := outWords.Get().(*uintptr)
+	*w = 0
+	r = Call6(fn, uintptr(unsafe.Pointer(w)), a2, a3, a4, a5, a6)
+	out = *w
+	outWords.Put(w)
+	return r, out
 }
 
 // makeShortStack makes processor p's C stack if it has none.

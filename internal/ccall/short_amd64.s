@@ -62,3 +62,29 @@ prefailed:
 	MOVQ AX, r+80(FP)
 	MOVQ $1, failed+88(FP)
 	RET
+
+// func shortout6(fn, a2, a3, a4, a5, a6, stack uintptr) (r, out uintptr)
+// out is the word at the top of the C stack: SP is set 16 bytes below the
+// top (still 16-byte aligned), the word at 0(SP) zeroed and its address
+// passed as the first argument.
+TEXT ·shortout6(SB), NOSPLIT|NOFRAME, $0-72
+	MOVQ SP, R12
+	MOVQ fn+0(FP), R10
+	MOVQ a2+8(FP), SI
+	MOVQ a3+16(FP), DX
+	MOVQ a4+24(FP), CX
+	MOVQ a5+32(FP), R8
+	MOVQ a6+40(FP), R9
+	MOVQ stack+48(FP), R11
+	ANDQ $~15, R11
+	SUBQ $16, R11
+	MOVQ R11, SP
+	MOVQ $0, 0(SP)
+	MOVQ SP, DI
+	XORL AX, AX
+	CALL R10
+	MOVQ 0(SP), BX
+	MOVQ R12, SP
+	MOVQ AX, r+56(FP)
+	MOVQ BX, out+64(FP)
+	RET

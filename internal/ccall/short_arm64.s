@@ -65,3 +65,30 @@ prefailed:
 	MOVD $1, R1
 	MOVD R1, failed+88(FP)
 	RET
+
+// func shortout6(fn, a2, a3, a4, a5, a6, stack uintptr) (r, out uintptr)
+// out is the word at the top of the C stack: RSP is set 16 bytes below the
+// top (still 16-byte aligned), the word at 0(RSP) zeroed and its address
+// passed as the first argument.
+TEXT ·shortout6(SB), NOSPLIT|NOFRAME, $0-72
+	MOVD RSP, R19
+	MOVD R30, R20
+	MOVD fn+0(FP), R10
+	MOVD a2+8(FP), R1
+	MOVD a3+16(FP), R2
+	MOVD a4+24(FP), R3
+	MOVD a5+32(FP), R4
+	MOVD a6+40(FP), R5
+	MOVD stack+48(FP), R11
+	AND  $~15, R11
+	SUB  $16, R11
+	MOVD R11, RSP
+	MOVD ZR, 0(RSP)
+	MOVD RSP, R0
+	BL   (R10)
+	MOVD 0(RSP), R1
+	MOVD R19, RSP
+	MOVD R20, R30
+	MOVD R0, r+56(FP)
+	MOVD R1, out+64(FP)
+	RET

@@ -23,6 +23,12 @@ func shortcall6(fn, a1, a2, a3, a4, a5, a6, stack uintptr) uintptr
 //go:noescape
 func shortpre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6, stack uintptr) (r, failed uintptr)
 
+// shortout6 is shortcall6 for fn(&out, a2, ..., a6), out a zeroed word at
+// the top of the C stack.
+//
+//go:noescape
+func shortout6(fn, a2, a3, a4, a5, a6, stack uintptr) (r, out uintptr)
+
 // mapStack maps size bytes of address space for a C stack, with no memory
 // reserved, plus a guard page below it, and returns its top.
 func mapStack(size int) (uintptr, error) {

@@ -18,4 +18,8 @@ func shortpre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6, stack uintptr) (r, faile
 	return r, 0
 }
 
+func shortout6(fn, a2, a3, a4, a5, a6, stack uintptr) (r, out uintptr) {
+	return outCall(fn, a2, a3, a4, a5, a6)
+}
+
 func mapStack(int) (uintptr, error) { return 0, errors.New("ccall: no short calls on this platform") }

@@ -124,6 +124,54 @@ func TestShortCallsLibc(t *testing.T) {
 	}
 }
 
+// TestShortOut6: the first argument is a word the function writes and
+// ShortOut6 returns, with the function's result; on the short path, with
+// short calls held off, and on a processor's first call alike.
+func TestShortOut6(t *testing.T) {
+	loadLibc(t)
+	lib, err := dl.Open("libc.so.6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	memalign, err := lib.Sym("posix_memalign")
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, err := lib.Sym("free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeFn, err := lib.Sym("time")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, held := range []bool{false, true, false} {
+		if held {
+			HoldShort()
+		}
+		for _, align := range []uintptr{16, 64, 4096} {
+			r, p := ShortOut6(memalign, align, 1000, 0, 0, 0)
+			if int32(r) != 0 || p == 0 || p%align != 0 {
+				t.Errorf("held %v: posix_memalign(&p, %d, 1000) = %d, p %#x", held, align, int32(r), p)
+			}
+			Call1(free, p)
+		}
+		// EINVAL for an alignment that is not a power of two: p unwritten.
+		if r, p := ShortOut6(memalign, 24, 1000, 0, 0, 0); int32(r) != int32(syscall.EINVAL) || p != 0 {
+			t.Errorf("held %v: posix_memalign(&p, 24, 1000) = %d, p %#x; want EINVAL and 0", held, int32(r), p)
+		}
+		if r, out := ShortOut6(timeFn, 0, 0, 0, 0, 0); r != out || r == 0 {
+			t.Errorf("held %v: time(&t) = %d, t %d", held, r, out)
+		}
+		if held {
+			ReleaseShort()
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { ShortOut6(timeFn, 0, 0, 0, 0, 0) }); a != 0 {
+		t.Errorf("ShortOut6 allocates %v per call", a)
+	}
+}
+
 // TestShortCallRunsOnItsStack: C runs on the processor's short-call stack,
 // 16-byte aligned at the call, and on the system stack (cgocall) while a
 // hold is taken.
@@ -280,6 +328,24 @@ func BenchmarkShort6(b *testing.B) {
 	var sum uintptr
 	for i := 0; i < b.N; i++ {
 		sum += Short6(libc.labs, uintptr(-i), 0, 0, 0, 0, 0)
+	}
+	sink = sum
+}
+
+func BenchmarkShortOut6(b *testing.B) {
+	loadLibc(b)
+	lib, err := dl.Open("libc.so.6")
+	if err != nil {
+		b.Fatal(err)
+	}
+	timeFn, err := lib.Sym("time")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum uintptr
+	for i := 0; i < b.N; i++ {
+		_, out := ShortOut6(timeFn, 0, 0, 0, 0, 0)
+		sum += out
 	}
 	sink = sum
 }

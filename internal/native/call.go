@@ -151,7 +151,7 @@ func (b *Backend) callOnStream(s gpumem.Stream, op symtab.Op, a1, a2, a3, a4, a5
 	if err := b.deadStream(s); err != nil {
 		return err
 	}
-	if s.Handle > maxSpecialStream && b.d.DirectCalls && symtab.Driver.Rows[op].StreamContext[b.d.Vendor] {
+	if b.direct(s, op) {
 		fn := b.fnFor(s.Device, op)
 		if fn == 0 {
 			return b.refuse(s.Device, op)
@@ -170,6 +170,12 @@ func (b *Backend) callOnStream(s gpumem.Stream, op symtab.Op, a1, a2, a3, a4, a5
 		}
 	}
 	return b.call(s.Device, op, a1, a2, a3, a4, a5, a6)
+}
+
+// direct reports whether op on s is called without making a context
+// current (callOnStream).
+func (b *Backend) direct(s gpumem.Stream, op symtab.Op) bool {
+	return s.Handle > maxSpecialStream && b.d.DirectCalls && symtab.Driver.Rows[op].StreamContext[b.d.Vendor]
 }
 
 // invoke is call without the translation of a failed status: r is the raw

@@ -1,9 +1,11 @@
 package native
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/ccall"
 	"github.com/gpumem/gpumem/internal/symtab"
 )
 
@@ -11,12 +13,46 @@ import (
 // the stream-ordered ops (callOnStream), and returns what it wrote to out.
 // A size of 0 is refused before the call: HIP answers it with success and
 // a NULL pointer, and zero is never a valid allocation (gpumem.Ptr).
+//
+// A direct short call (the stream-ordered pool allocation on CUDA) has out
+// on the C stack (ccall.ShortOut6) and needs no cell; if it fails for want
+// of anything but memory it is made again with the context current, as
+// callOnStream does.
 func (b *Backend) allocOut(on gpumem.Stream, op symtab.Op, size uint64, a3, a4 uintptr) (gpumem.Ptr, error) {
 	if size == 0 {
 		return 0, b.zeroSize(op)
 	}
+	if b.direct(on, op) && symtab.Driver.Rows[op].Short[b.d.Vendor] {
+		if err := b.deadStream(on); err != nil {
+			return 0, err
+		}
+		fn := b.fnFor(on.Device, op)
+		if fn == 0 {
+			return 0, b.refuse(on.Device, op)
+		}
+		r, p := ccall.ShortOut6(fn, uintptr(size), a3, a4, 0, 0)
+		if int32(r) == 0 {
+			return gpumem.Ptr(p), nil
+		}
+		if err := b.Status(op, r); errors.Is(err, gpumem.ErrOutOfMemory) {
+			return 0, err
+		}
+		return b.callOut(on.Device, op, size, a3, a4)
+	}
 	c := getCell()
 	err := b.callOnStream(on, op, c.addr(0), uintptr(size), a3, a4, 0, 0)
+	p := c[0]
+	putCell(c)
+	if err != nil {
+		return 0, err
+	}
+	return gpumem.Ptr(p), nil
+}
+
+// callOut is allocOut's call with dev's context made current.
+func (b *Backend) callOut(dev int, op symtab.Op, size uint64, a3, a4 uintptr) (gpumem.Ptr, error) {
+	c := getCell()
+	err := b.call(dev, op, c.addr(0), uintptr(size), a3, a4, 0, 0)
 	p := c[0]
 	putCell(c)
 	if err != nil {
