@@ -24,6 +24,19 @@
 // every call makes its device's context current on the calling thread in the
 // same transition into C (cuCtxSetCurrent, then the operation), so callers on
 // any goroutine never lock OS threads. Close releases the contexts.
+//
+// # Short calls
+//
+// The stream-ordered allocation and free (cuMemAllocFromPoolAsync,
+// cuMemFreeAsync, cuMemAllocAsync) are short calls: made with the
+// goroutine pinned to its processor, on a C stack of the processor's own,
+// without the scheduler's system-call state, about 40 ns less a call. They
+// are ordinary calls while any host function or graph callback of gpumem's
+// may still run, and for the life of the process with GPUMEM_SHORT_CALLS=0.
+// A program that hands the driver Go functions by other means (its own
+// purego callbacks), or makes the device wait on host memory a goroutine
+// writes, brackets that with HoldShortCalls (docs/architecture.md, "Short
+// calls", says why).
 package driver
 
 import (

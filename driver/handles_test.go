@@ -9,6 +9,7 @@ import (
 	"github.com/ebitengine/purego"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/ccall"
 	"github.com/gpumem/gpumem/internal/native"
 )
 
@@ -212,5 +213,30 @@ func TestCaptureGraphAtADestroyedAddressIsLive(t *testing.T) {
 	}
 	if err := b.GraphRetainUserObject(info.Graph, gpumem.UserObject{Handle: 1, Device: 1}, 1, false); err != nil {
 		t.Errorf("the capturing graph, at a destroyed graph's address: %v, want it live", err)
+	}
+}
+
+// TestHoldShortCalls: a hold counts once however often its release is
+// called, and holds nest. (This test binary holds short calls for its whole
+// life, fake_test.go says why, so it counts holds rather than asking
+// whether short calls are on.)
+func TestHoldShortCalls(t *testing.T) {
+	base := ccall.ShortHolds()
+	r1 := HoldShortCalls()
+	r2 := HoldShortCalls()
+	if got := ccall.ShortHolds(); got != base+2 {
+		t.Fatalf("two holds: %d, want %d", got, base+2)
+	}
+	if ShortCalls() {
+		t.Error("ShortCalls with holds taken")
+	}
+	r1()
+	r1()
+	if got := ccall.ShortHolds(); got != base+1 {
+		t.Fatalf("a release called twice: %d holds, want %d", got, base+1)
+	}
+	r2()
+	if got := ccall.ShortHolds(); got != base {
+		t.Fatalf("both released: %d holds, want %d", got, base)
 	}
 }

@@ -102,6 +102,11 @@ func ReleaseShort() {
 	}
 }
 
+// ShortHolds reports the holds now taken (HoldShort less ReleaseShort),
+// counting the one GPUMEM_SHORT_CALLS=0 or a platform without short calls
+// takes for good as 1<<40.
+func ShortHolds() int64 { return shortHeld.Load() }
+
 // ShortEnabled reports whether a short call made now would take the short
 // path (no hold, the platform supports it, GPUMEM_SHORT_CALLS is not 0).
 func ShortEnabled() bool { return shortHeld.Load() == 0 }
