@@ -12,6 +12,10 @@ rm -rf "$G" && mkdir -p "$G/anchors" "$G/traces" "$G/kernels"
 export CGO_ENABLED=0 GOOS=linux GOARCH=amd64
 ld='-s -w'
 go build -ldflags="$ld" -o "$G/gpumem" ./cmd/gpumem
+# The same binary with short calls held off (every driver call through
+# runtime.cgocall), for run.sh asyncpool's OLD: OLD=$G/gpumem-ordinary.
+printf '#!/bin/sh\nGPUMEM_SHORT_CALLS=0 exec "$(dirname "$0")/gpumem" "$@"\n' >"$G/gpumem-ordinary"
+chmod +x "$G/gpumem-ordinary"
 go test -c -ldflags="$ld" -o "$G/tests.test" ./tests
 for p in asyncpool managed deferrable; do
 	go test -c -ldflags="$ld" -o "$G/$p.test" "./$p"
