@@ -1,13 +1,19 @@
 package ccall
 
 import (
+	"bytes"
+	"compress/gzip"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/gpumem/gpumem/internal/dl"
@@ -267,6 +273,53 @@ func TestShortCallsUnderGC(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Error(e)
+	}
+}
+
+// TestShortCallsUnderProfiler: the CPU profiler's signals land while C runs
+// on a short-call stack (the handler finds no Go frame there and counts the
+// sample as external code); the calls still return the right results and
+// the profile is written.
+func TestShortCallsUnderProfiler(t *testing.T) {
+	loadLibc(t)
+	var prof bytes.Buffer
+	if err := pprof.StartCPUProfile(&prof); err != nil {
+		t.Skipf("a CPU profile is running already: %v", err)
+	}
+	deadline := time.Now().Add(300 * time.Millisecond)
+	var wg sync.WaitGroup
+	var bad atomic.Int64
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			big := make([]byte, 1<<20) // C spends most of each call here
+			for i := 0; time.Now().Before(deadline); i++ {
+				if got := int64(Short6(libc.labs, uintptr(-int64(i)), 0, 0, 0, 0, 0)); got != int64(i) {
+					bad.Add(1)
+				}
+				Short6(libc.memset, uintptr(unsafe.Pointer(&big[0])), uintptr(byte(i)), uintptr(len(big)), 0, 0, 0)
+				if big[len(big)-1] != byte(i) {
+					bad.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	pprof.StopCPUProfile()
+	if n := bad.Load(); n != 0 {
+		t.Errorf("%d short calls under the profiler gave wrong results", n)
+	}
+	zr, err := gzip.NewReader(&prof)
+	if err != nil {
+		t.Fatalf("reading the CPU profile: %v", err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("reading the CPU profile: %v", err)
+	}
+	if !bytes.Contains(data, []byte("_ExternalCode")) {
+		t.Error("no sample of the CPU profile landed in C during a short call (no _ExternalCode frame)")
 	}
 }
 
