@@ -70,7 +70,11 @@
 // lock on life (Close sets closed under the mutex too, so it cannot
 // overtake the call). A captured stream, or an exhausted pool, sends the
 // request down the full path. Deallocate has the same fast path for a live
-// allocation of no capture with no recorded streams.
+// allocation of no capture with no recorded streams. On CUDA the plain
+// allocation and free are short calls (internal/native: no system-call
+// state, the context taken from the stream), so the pair costs about 55 ns
+// over the same pair from C on an H200; the rest of what asyncpool adds is
+// this bookkeeping, about 100 ns (BenchmarkBookkeeping).
 //
 // On ErrOutOfMemory from the driver (step 6), outside capture (and while no
 // capture the allocator has seen is open on the device, which waiting would

@@ -45,6 +45,16 @@
 // current. Close does not wait for calls under way, direct or not: a call
 // that races Close may find the context released.
 //
+// A row marked symtab.Row.Short for the vendor (CUDA's stream-ordered
+// allocation and free) is made as a short call: ccall.Short6, ShortPre6
+// with the context made current, or ShortOut6 for an allocation, whose
+// out-pointer then lives on the C stack. The goroutine is pinned to its
+// processor and C runs on a stack of the processor's own, without
+// runtime.cgocall's system-call state: about 40 ns less a call on an H200.
+// While any callback of internal/callback is registered, or with
+// GPUMEM_SHORT_CALLS=0, they are ordinary calls (docs/architecture.md,
+// "Short calls").
+//
 // Out-parameters live in cells taken from a sync.Pool: heap memory that does
 // not move while C writes into it (a Go stack may move between the moment an
 // address is taken and the call), and that costs no allocation in steady
