@@ -1,13 +1,13 @@
 package tests
 
 import (
-	"runtime"
 	"sync"
 	"testing"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/asyncpool"
 	"github.com/gpumem/gpumem/internal/ccall"
+	"github.com/gpumem/gpumem/internal/churn"
 )
 
 // TestGPUShortCalls: the stream-ordered pool calls are short calls on CUDA
@@ -28,23 +28,7 @@ func TestGPUShortCalls(t *testing.T) {
 		if ordinary {
 			ccall.HoldShort()
 		}
-		stop := make(chan struct{})
-		var bg sync.WaitGroup
-		bg.Add(1)
-		go func() {
-			defer bg.Done()
-			procs := runtime.GOMAXPROCS(0)
-			defer runtime.GOMAXPROCS(procs)
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				runtime.GC()
-				runtime.GOMAXPROCS(1 + i%4)
-			}
-		}()
+		stop := churn.Start()
 		var wg sync.WaitGroup
 		errs := make(chan error, 8)
 		for g := range 8 {
@@ -112,8 +96,7 @@ func TestGPUShortCalls(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		close(stop)
-		bg.Wait()
+		stop()
 		close(errs)
 		for err := range errs {
 			t.Errorf("ordinary %v: %v", ordinary, err)

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/gpumem/gpumem/internal/churn"
 	"github.com/gpumem/gpumem/internal/dl"
 )
 
@@ -229,25 +230,8 @@ func TestShortCallRunsOnItsStack(t *testing.T) {
 // collector runs and GOMAXPROCS changes; every result is right.
 func TestShortCallsUnderGC(t *testing.T) {
 	loadLibc(t)
-	stop := make(chan struct{})
-	var bg sync.WaitGroup
-	bg.Add(1)
-	go func() {
-		defer bg.Done()
-		procs := runtime.GOMAXPROCS(0)
-		defer runtime.GOMAXPROCS(procs)
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			runtime.GC()
-			if i%8 == 0 {
-				runtime.GOMAXPROCS(1 + i/8%4)
-			}
-		}
-	}()
+	stop := churn.Start()
+	defer stop()
 	var wg sync.WaitGroup
 	errs := make(chan string, 16)
 	for g := range 16 {
@@ -268,8 +252,7 @@ func TestShortCallsUnderGC(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(stop)
-	bg.Wait()
+	stop()
 	close(errs)
 	for e := range errs {
 		t.Error(e)
