@@ -18,10 +18,10 @@ import (
 
 const replayUsage = `usage: gpumem replay [--backend cuda|hip|sim|auto] [--allocator NAME] [--conf CONF]
                      [--sim-capacity BYTES] [--sim-devices N] [--html FILE] [--json] [--passes N]
-                     [--profile] [--snapshot FILE] [--verbose] [TRACE|SNAPSHOT|-...]
+                     [--profile] [--cpuprofile FILE] [--snapshot FILE] [--verbose] [TRACE|SNAPSHOT|-...]
 `
 
-func cmdReplay(args []string, stdout, stderr io.Writer) int {
+func cmdReplay(args []string, stdout, stderr io.Writer) (code int) {
 	fs := newFlagSet("replay", replayUsage, stdout, stderr)
 	backend := fs.String("backend", "", "backend: cuda, hip, sim or auto: a GPU if one opens, else the simulator (default: GPUMEM_BACKEND, else auto)")
 	allocator := fs.String("allocator", "", "allocator to replay through (default: the conf's backend key, else every one linked in)")
@@ -32,6 +32,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON object per trace and allocator, one a line")
 	profile := fs.Bool("profile", false, "time every backend call the allocator makes in the replay loop: print calls, total and longest time per operation to stderr (and \"profile\" in --json)")
 	passes := fs.Int("passes", 1, "replay each trace N times back to back over the same allocator, freeing what a pass leaves live before the next, and report each pass (an allocator that has settled makes no device calls after the first); 1.."+fmt.Sprint(replay.MaxPasses))
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the replays (from the backend's opening to the last replay's end) to `FILE`, for go tool pprof: where gpumem's own host time goes")
 	snapshotOut := fs.String("snapshot", "", "write the replay's memory snapshot and history, in PyTorch's pickle layout for pytorch.org/memory_viz, to `FILE`")
 	files, code, ok := parseCommand(fs, args)
 	if !ok {
@@ -53,6 +54,11 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	if isSet(fs, "html") {
 		if err := checkWritable(*htmlOut); err != nil {
 			return fail(stderr, replayUsage, usagef("--html: %v", err))
+		}
+	}
+	if isSet(fs, "cpuprofile") {
+		if err := checkWritable(*cpuProfile); err != nil {
+			return fail(stderr, replayUsage, usagef("--cpuprofile: %v", err))
 		}
 	}
 	if stdins := slices.Index(files, "-"); stdins >= 0 && slices.Contains(files[stdins+1:], "-") {
@@ -117,6 +123,20 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, replayUsage, err)
 	}
 
+	if isSet(fs, "cpuprofile") {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return fail(stderr, "", err)
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				fmt.Fprintf(stderr, "gpumem: --cpuprofile: %v\n", err)
+				if code == exitOK {
+					code = exitFail
+				}
+			}
+		}()
+	}
 	b, err := openReplayBackend(*backend, simDevices, simCap, *verbose, stderr)
 	if err != nil {
 		return fail(stderr, replayUsage, err)

@@ -2,8 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -439,6 +442,39 @@ func TestReplayPipePath(t *testing.T) {
 		want := float64(strings.Count(in, "\n"))
 		if l := decodeLines(t, o); code != exitOK || len(l) != 1 || l[0]["pairs"] != want {
 			t.Errorf("%d bytes through %s: exit %d, %s, %s; want %v pairs", len(in), path, code, o, e, want)
+		}
+	}
+}
+
+// TestReplayCPUProfile: --cpuprofile writes a Go CPU profile (gzip, the
+// replay loop's frames in it); a folder or a missing directory is a usage
+// error and nothing is replayed.
+func TestReplayCPUProfile(t *testing.T) {
+	withFake(t, newFakeGPU(1, 1<<40))
+	p := writeTrace(t, "prof.trace", tinyTrace)
+	out := filepath.Join(t.TempDir(), "cpu.prof")
+	code, _, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--passes", "200", "--cpuprofile", out, p)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+		t.Fatalf("%s is not a gzip-compressed profile (%d bytes)", out, len(data))
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(zr); err != nil {
+		t.Fatalf("the profile does not decompress: %v", err)
+	}
+	for _, bad := range []string{t.TempDir(), filepath.Join(t.TempDir(), "no", "such", "dir", "cpu.prof")} {
+		code, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--cpuprofile", bad, p)
+		if code != exitUsage || !strings.Contains(e, "--cpuprofile") || o != "" {
+			t.Errorf("--cpuprofile %s: exit %d, stdout %q, stderr %q; want a usage error naming the flag", bad, code, o, e)
 		}
 	}
 }
