@@ -40,7 +40,10 @@ import (
 //     project's only way of handing C a Go function, and while any is
 //     held Short6 and ShortPre6 are Call6 and CallPre6. A program that
 //     hands C Go functions by other means (purego.NewCallback) must call
-//     HoldShort itself, or set GPUMEM_SHORT_CALLS=0.
+//     HoldShort itself (driver.HoldShortCalls, for users), or set
+//     GPUMEM_SHORT_CALLS=0. A hold is taken before C can learn of the
+//     function; a short call already under way when it is taken (a few
+//     microseconds at most) finishes as a short call.
 //
 // GPUMEM_SHORT_CALLS=0 in the environment at start-up makes every short
 // call an ordinary one (Call6, CallPre6). Where the platform has no short
@@ -226,8 +229,9 @@ func makeShortStack(p int) {
 	shortStacks[p].Store(top)
 }
 
-// ShortStack returns the bounds [lo, hi) of processor p's C stack for short
-// calls, and false if it has none (for tests).
+// ShortStack returns the bounds of processor p's C stack for short calls,
+// and false if it has none (for tests): hi is its top, where a call's stack
+// pointer starts, and lo its lowest usable address, above the guard page.
 func ShortStack(p int) (lo, hi uintptr, ok bool) {
 	if uint(p) >= maxShortProcs {
 		return 0, 0, false
