@@ -33,3 +33,14 @@ func ExampleFormatVersion() {
 	fmt.Println(driver.FormatVersion(12080), driver.FormatVersion(13000))
 	// Output: 12.8 13.0
 }
+
+// A program that hands the driver a Go function through a binding of its
+// own holds short calls off while the driver may call it.
+func ExampleHoldShortCalls() {
+	release := driver.HoldShortCalls()
+	defer release()
+	// ... register the callback with the driver, run the work that calls
+	// it, and wait until the driver can no longer call it ...
+	fmt.Println("short calls on:", driver.ShortCalls())
+	// Output: short calls on: false
+}
