@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/driver"
 )
 
 var infoUsage = "usage: gpumem info [--backend " + strings.Join(backendNames(false), "|") + "|auto] [--library PATH] [--sim-devices N] [--sim-capacity BYTES] [--json]\n"
@@ -38,8 +39,9 @@ type infoReport struct {
 	RuntimeVersion int            `json:"runtime_version"`
 	Devices        []deviceInfo   `json:"devices"`
 	PeerAccess     [][]bool       `json:"peer_access"`
-	Compiler       *compilerInfo  `json:"compiler,omitempty"`  // the run-time compiler; absent for the simulator
-	Telemetry      *telemetryInfo `json:"telemetry,omitempty"` // where the devices' telemetry came from, or why there is none
+	Compiler       *compilerInfo  `json:"compiler,omitempty"`    // the run-time compiler; absent for the simulator
+	Telemetry      *telemetryInfo `json:"telemetry,omitempty"`   // where the devices' telemetry came from, or why there is none
+	ShortCalls     *bool          `json:"short_calls,omitempty"` // CUDA: whether the stream-ordered pool calls are short calls (docs/architecture.md)
 	Error          string         `json:"error"`
 }
 
@@ -155,6 +157,10 @@ func gatherInfo(backend, library string, simDevices int, simCap uint64) (infoRep
 		}
 	}
 	gatherTelemetry(b, &rep)
+	if rep.Backend == "cuda" {
+		on := driver.ShortCalls()
+		rep.ShortCalls = &on
+	}
 	return rep, nil
 }
 
@@ -171,6 +177,13 @@ func printInfo(w io.Writer, rep infoReport) {
 			fmt.Fprintf(w, "compiler %s: not found (%s)\n", c.Name, c.Error)
 		} else {
 			fmt.Fprintf(w, "compiler %s %s (%s)\n", c.Name, c.Version, c.Library)
+		}
+	}
+	if rep.ShortCalls != nil {
+		if *rep.ShortCalls {
+			fmt.Fprintln(w, "calls    short for the stream-ordered pool (GPUMEM_SHORT_CALLS=0 makes them ordinary)")
+		} else {
+			fmt.Fprintln(w, "calls    ordinary (short calls held off: GPUMEM_SHORT_CALLS=0, or a callback registered)")
 		}
 	}
 	if len(rep.Devices) == 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -87,6 +88,9 @@ func TestInfoJSON(t *testing.T) {
 	if rep["backend"] != "sim" || rep["error"] != "" || rep["driver_version"] != float64(13000) {
 		t.Errorf("report %v", rep)
 	}
+	if v, ok := rep["short_calls"]; ok {
+		t.Errorf("short_calls %v on the simulator, which makes no foreign call", v)
+	}
 	devs := rep["devices"].([]any)
 	if len(devs) != 2 {
 		t.Fatalf("devices %v", devs)
@@ -99,6 +103,30 @@ func TestInfoJSON(t *testing.T) {
 	peer := rep["peer_access"].([]any)
 	if len(peer) != 2 || peer[0].([]any)[1] != true {
 		t.Errorf("peer_access %v", peer)
+	}
+}
+
+// TestInfoShortCalls: on CUDA, info says whether the pool's calls are short
+// calls, in the table and in JSON.
+func TestInfoShortCalls(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		rep := infoReport{Backend: "cuda", Library: "libcuda.so.1", ShortCalls: &on}
+		var w bytes.Buffer
+		printInfo(&w, rep)
+		want := "calls    ordinary (short calls held off"
+		if on {
+			want = "calls    short for the stream-ordered pool"
+		}
+		if !strings.Contains(w.String(), want) {
+			t.Errorf("short calls %v: table lacks %q:\n%s", on, want, w.String())
+		}
+		j, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(j), fmt.Sprintf(`"short_calls":%v`, on)) {
+			t.Errorf("short calls %v: JSON %s", on, j)
+		}
 	}
 }
 
