@@ -42,8 +42,9 @@ import (
 //     hands C Go functions by other means (purego.NewCallback) must call
 //     HoldShort itself (driver.HoldShortCalls, for users), or set
 //     GPUMEM_SHORT_CALLS=0. A hold is taken before C can learn of the
-//     function; a short call already under way when it is taken (a few
-//     microseconds at most) finishes as a short call.
+//     function; a short call already under way when it is taken finishes
+//     as a short call (docs/architecture.md, "Short calls", names this and
+//     the other windows that remain).
 //
 // GPUMEM_SHORT_CALLS=0 in the environment at start-up makes every short
 // call an ordinary one (Call6, CallPre6). Where the platform has no short
@@ -61,6 +62,13 @@ import (
 // finds the room it would find on a thread of its own.
 const ShortStackBytes = 8 << 20
 
+// shortSlack is mapped memory left above a C stack's starting point: if C
+// faults during a short call, the Go runtime's crash report walks into the
+// trampoline's frame and reads its arguments above the stack pointer it
+// started from, which then stay mapped (zeros) instead of faulting again
+// and hiding the report.
+const shortSlack = 4096
+
 // maxShortProcs bounds the processors (GOMAXPROCS) that get a C stack;
 // calls on processors beyond it are ordinary calls.
 const maxShortProcs = 1024
@@ -69,19 +77,25 @@ const maxShortProcs = 1024
 // are ordinary ones, and no second attempt is made.
 const stackFailed = 1
 
+// The short path reads shortHeld and shortStacks with sync/atomic's
+// functions on plain words, not the atomic types' methods: a method that is
+// not inlined (under -race, or with -gcflags=-l) checks for stack growth, and
+// a goroutine stack that moves between the caller's conversion of &local to
+// uintptr and the C call leaves C writing to the old stack. The functions
+// are nosplit assembly in every build.
 var (
 	// shortStacks[p] is the top of processor p's C stack (16-byte
 	// aligned), 0 until made, stackFailed if it could not be.
-	shortStacks [maxShortProcs]atomic.Uintptr
+	shortStacks [maxShortProcs]uintptr
 	stackMu     sync.Mutex // serializes the making of stacks
 	// shortHeld counts holds (HoldShort less ReleaseShort); while it is
 	// above zero, short calls are ordinary ones.
-	shortHeld atomic.Int64
+	shortHeld int64
 )
 
 func init() {
 	if heldAtStart(shortSupported, os.Getenv("GPUMEM_SHORT_CALLS")) {
-		shortHeld.Store(1 << 40) // never released
+		atomic.StoreInt64(&shortHeld, 1<<40) // never released
 	}
 }
 
@@ -92,14 +106,14 @@ func heldAtStart(supported bool, env string) bool { return !supported || env == 
 // HoldShort makes short calls ordinary ones until the matching
 // ReleaseShort: call it before handing C a function that runs Go code,
 // and ReleaseShort once C can no longer call it. Holds nest.
-func HoldShort() { shortHeld.Add(1) }
+func HoldShort() { atomic.AddInt64(&shortHeld, 1) }
 
 // ReleaseShort ends a hold of HoldShort. A release without a hold is
 // ignored.
 func ReleaseShort() {
 	for {
-		n := shortHeld.Load()
-		if n <= 0 || shortHeld.CompareAndSwap(n, n-1) {
+		n := atomic.LoadInt64(&shortHeld)
+		if n <= 0 || atomic.CompareAndSwapInt64(&shortHeld, n, n-1) {
 			return
 		}
 	}
@@ -108,11 +122,11 @@ func ReleaseShort() {
 // ShortHolds reports the holds now taken (HoldShort less ReleaseShort),
 // counting the one GPUMEM_SHORT_CALLS=0 or a platform without short calls
 // takes for good as 1<<40.
-func ShortHolds() int64 { return shortHeld.Load() }
+func ShortHolds() int64 { return atomic.LoadInt64(&shortHeld) }
 
 // ShortEnabled reports whether a short call made now would take the short
 // path (no hold, the platform supports it, GPUMEM_SHORT_CALLS is not 0).
-func ShortEnabled() bool { return shortHeld.Load() == 0 }
+func ShortEnabled() bool { return atomic.LoadInt64(&shortHeld) == 0 }
 
 //go:linkname procPin runtime.procPin
 func procPin() int
@@ -127,12 +141,12 @@ func procUnpin()
 //
 //go:nosplit
 func Short6(fn, a1, a2, a3, a4, a5, a6 uintptr) uintptr {
-	if shortHeld.Load() != 0 {
+	if atomic.LoadInt64(&shortHeld) != 0 {
 		return Call6(fn, a1, a2, a3, a4, a5, a6)
 	}
 	p := procPin()
 	if uint(p) < maxShortProcs {
-		if top := shortStacks[p].Load(); top > stackFailed {
+		if top := atomic.LoadUintptr(&shortStacks[p]); top > stackFailed {
 			r := shortcall6(fn, a1, a2, a3, a4, a5, a6, top)
 			procUnpin()
 			return r
@@ -154,12 +168,12 @@ func Short6(fn, a1, a2, a3, a4, a5, a6 uintptr) uintptr {
 //
 //go:nosplit
 func ShortPre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6 uintptr) (r uintptr, preFailed bool) {
-	if shortHeld.Load() != 0 {
+	if atomic.LoadInt64(&shortHeld) != 0 {
 		return CallPre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6)
 	}
 	p := procPin()
 	if uint(p) < maxShortProcs {
-		if top := shortStacks[p].Load(); top > stackFailed {
+		if top := atomic.LoadUintptr(&shortStacks[p]); top > stackFailed {
 			r, failed := shortpre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6, top)
 			procUnpin()
 			return r, failed != 0
@@ -181,12 +195,12 @@ func ShortPre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6 uintptr) (r uintptr, preF
 //
 //go:nosplit
 func ShortOut6(fn, a2, a3, a4, a5, a6 uintptr) (r, out uintptr) {
-	if shortHeld.Load() != 0 {
+	if atomic.LoadInt64(&shortHeld) != 0 {
 		return outCall(fn, a2, a3, a4, a5, a6)
 	}
 	p := procPin()
 	if uint(p) < maxShortProcs {
-		if top := shortStacks[p].Load(); top > stackFailed {
+		if top := atomic.LoadUintptr(&shortStacks[p]); top > stackFailed {
 			r, out = shortout6(fn, a2, a3, a4, a5, a6, top)
 			procUnpin()
 			return r, out
@@ -213,20 +227,20 @@ func outCall(fn, a2, a3, a4, a5, a6 uintptr) (r, out uintptr) {
 
 // makeShortStack makes processor p's C stack if it has none.
 func makeShortStack(p int) {
-	if uint(p) >= maxShortProcs || shortStacks[p].Load() != 0 {
+	if uint(p) >= maxShortProcs || atomic.LoadUintptr(&shortStacks[p]) != 0 {
 		return
 	}
 	stackMu.Lock()
 	defer stackMu.Unlock()
-	if shortStacks[p].Load() != 0 {
+	if atomic.LoadUintptr(&shortStacks[p]) != 0 {
 		return
 	}
 	top, err := mapStack(ShortStackBytes)
 	if err != nil {
-		shortStacks[p].Store(stackFailed)
+		atomic.StoreUintptr(&shortStacks[p], stackFailed)
 		return
 	}
-	shortStacks[p].Store(top)
+	atomic.StoreUintptr(&shortStacks[p], top)
 }
 
 // ShortStack returns the bounds of processor p's C stack for short calls,
@@ -236,9 +250,9 @@ func ShortStack(p int) (lo, hi uintptr, ok bool) {
 	if uint(p) >= maxShortProcs {
 		return 0, 0, false
 	}
-	top := shortStacks[p].Load()
+	top := atomic.LoadUintptr(&shortStacks[p])
 	if top <= stackFailed {
 		return 0, 0, false
 	}
-	return top - ShortStackBytes, top, true
+	return top - (ShortStackBytes - shortSlack), top, true
 }

@@ -10,7 +10,8 @@
 // arguments are read relative to R12 (the goroutine stack: 0(R12) is the
 // return address, the arguments follow) once SP has moved. R14 (g) and
 // R15 are callee-saved in C too; X15, which Go's internal ABI wants zero,
-// is restored by the ABI wrapper on return.
+// the Go caller zeroes again (and reloads g) after a call to an ABI0
+// function.
 
 // func shortcall6(fn, a1, a2, a3, a4, a5, a6, stack uintptr) uintptr
 TEXT ·shortcall6(SB), NOSPLIT|NOFRAME, $0-72
@@ -59,6 +60,7 @@ TEXT ·shortpre6(SB), NOSPLIT|NOFRAME, $0-96
 
 prefailed:
 	MOVQ R12, SP
+	MOVL AX, AX // zero-extend the 32-bit status, as CallPre6 does
 	MOVQ AX, r+80(FP)
 	MOVQ $1, failed+88(FP)
 	RET

@@ -61,6 +61,7 @@ TEXT ·shortpre6(SB), NOSPLIT|NOFRAME, $0-96
 prefailed:
 	MOVD R19, RSP
 	MOVD R20, R30
+	MOVWU R0, R0 // zero-extend the 32-bit status, as CallPre6 does
 	MOVD R0, r+80(FP)
 	MOVD $1, R1
 	MOVD R1, failed+88(FP)

@@ -30,7 +30,8 @@ func shortpre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6, stack uintptr) (r, faile
 func shortout6(fn, a2, a3, a4, a5, a6, stack uintptr) (r, out uintptr)
 
 // mapStack maps size bytes of address space for a C stack, with no memory
-// reserved, plus a guard page below it, and returns its top.
+// reserved, plus a guard page below it, and returns where a call's stack
+// pointer starts: shortSlack below the top of the mapping.
 func mapStack(size int) (uintptr, error) {
 	page := syscall.Getpagesize()
 	b, err := syscall.Mmap(-1, 0, size+page, syscall.PROT_READ|syscall.PROT_WRITE,
@@ -44,5 +45,5 @@ func mapStack(size int) (uintptr, error) {
 	}
 	// The mapping lives as long as the process: a processor's stack is
 	// used by every later short call on it.
-	return uintptr(unsafe.Pointer(&b[0])) + uintptr(size+page), nil
+	return uintptr(unsafe.Pointer(&b[0])) + uintptr(size+page) - shortSlack, nil
 }

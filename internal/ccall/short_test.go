@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -259,6 +260,51 @@ func TestShortCallsUnderGC(t *testing.T) {
 	}
 }
 
+// deepShort makes a short call (Short6 with pre false, else ShortPre6)
+// that writes into a local array, depth frames down a fresh goroutine's
+// stack, so that the stack is near its limit when the address of the array
+// is converted: if anything between the conversion and the C call grew the
+// stack (a check in a function that is not inlined, as under -race), C would
+// write to the old stack and the array would not be filled.
+//
+//go:noinline
+func deepShort(depth int, pre bool) bool {
+	if depth > 0 {
+		var pad [64]byte
+		ok := deepShort(depth-1, pre)
+		runtime.KeepAlive(&pad)
+		return ok
+	}
+	var buf [32]byte
+	if pre {
+		ShortPre6(libc.abs, 0, libc.memset, uintptr(unsafe.Pointer(&buf[0])), 0xAB, uintptr(len(buf)), 0, 0, 0)
+	} else {
+		Short6(libc.memset, uintptr(unsafe.Pointer(&buf[0])), 0xAB, uintptr(len(buf)), 0, 0, 0)
+	}
+	return buf[0] == 0xAB && buf[len(buf)-1] == 0xAB
+}
+
+// TestShortCallsKeepStackPointers: a pointer into the calling goroutine's
+// stack, converted in the call's argument list, is where C writes, at every
+// depth of a fresh goroutine's stack, for Short6 and ShortPre6.
+func TestShortCallsKeepStackPointers(t *testing.T) {
+	loadLibc(t)
+	warm(t)
+	for _, pre := range []bool{false, true} {
+		bad := 0
+		for i := range 2000 {
+			done := make(chan bool)
+			go func() { done <- deepShort(i%200, pre) }()
+			if !<-done {
+				bad++
+			}
+		}
+		if bad > 0 {
+			t.Errorf("pre %v: %d of 2000 calls wrote to a stale stack address", pre, bad)
+		}
+	}
+}
+
 // TestShortCallsUnderProfiler: the CPU profiler's signals land while C runs
 // on a short-call stack (the handler finds no Go frame there and counts the
 // sample as external code); the calls still return the right results and
@@ -341,6 +387,39 @@ func TestShortCallsOffByEnvironment(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
+	}
+}
+
+// TestShortCallFaultReport: a fault in C during a short call kills the
+// process with the runtime's report of the signal, naming the short-call
+// trampoline (the unwinder stops there: it switched stacks), not with a
+// second fault while printing it (the slack above the C stack's starting
+// point keeps the report's reads mapped). Run in a child.
+func TestShortCallFaultReport(t *testing.T) {
+	if os.Getenv("GPUMEM_SHORT_FAULT_CHILD") == "1" {
+		loadLibc(t)
+		warm(t)
+		Short6(libc.memset, 8, 1, 16, 0, 0, 0) // writes to address 8
+		t.Fatal("memset to address 8 returned")
+	}
+	requireShort(t)
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestShortCallFaultReport$")
+	cmd.Env = append(os.Environ(), "GPUMEM_SHORT_FAULT_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if errors.Is(err, syscall.ENOEXEC) {
+		t.Skipf("cannot run the test binary again here: %v", err)
+	}
+	if err == nil {
+		t.Fatalf("the child survived a fault in C:\n%s", out)
+	}
+	report := string(out)
+	for _, want := range []string{"SIGSEGV", "addr=0x8", "ccall.shortcall6"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the crash report lacks %q:\n%s", want, report)
+		}
+	}
+	if strings.Contains(report, "panic during panic") {
+		t.Errorf("the crash report faulted again:\n%s", report)
 	}
 }
 
