@@ -20,7 +20,9 @@
 // While any func is registered, the project's short foreign calls are
 // ordinary ones (internal/ccall.HoldShort): a driver thread that calls a
 // registered func enters Go, and a short call must never wait for such a
-// thread.
+// thread. The thread itself holds them off too, from before it enters Go
+// until after it has left (ccall.HeldCallback), which covers a once func's
+// way out after its registration is gone and a call with a stale id.
 package callback
 
 import (
@@ -55,8 +57,18 @@ var (
 // Pointer returns the C function pointer, of type void (*)(void *userData),
 // that runs the func registered under userData. It is created on first use
 // and stays valid for the life of the process.
+//
+// The pointer is ccall.HeldCallback's wrapper around the purego callback:
+// the calling thread holds short calls off from before it enters Go until
+// after it has left, so that no short call waits for it on its way (see the
+// package documentation).
 func Pointer() uintptr {
-	ptrOnce.Do(func() { ptr = purego.NewCallback(dispatch) })
+	ptrOnce.Do(func() {
+		ptr = purego.NewCallback(dispatch)
+		if held, ok := ccall.HeldCallback(ptr); ok {
+			ptr = held
+		}
+	})
 	return ptr
 }
 

@@ -228,3 +228,36 @@ func TestRegistrationsHoldShortCalls(t *testing.T) {
 	}
 	Unregister(held)
 }
+
+// TestCallingThreadHoldsShortCalls: while C runs a func through Pointer,
+// short calls are held by the calling thread itself, besides the
+// registration's hold, and still after the registration is gone; the
+// thread's hold ends when the call returns to C, for a stale id too.
+func TestCallingThreadHoldsShortCalls(t *testing.T) {
+	if Pending() != 0 || !ccall.ShortEnabled() {
+		t.Skip("short calls are held already (another registration, the platform or GPUMEM_SHORT_CALLS=0)")
+	}
+	base := ccall.ShortHolds()
+	var inOnce, afterUnregister int64
+	once := Register(func() { inOnce = ccall.ShortHolds() }, true)
+	callC(once)
+	if inOnce != base+2 {
+		t.Errorf("holds inside a once func: %d, want %d (its registration's and the thread's)", inOnce, base+2)
+	}
+	var self uintptr
+	self = Register(func() {
+		Unregister(self)
+		afterUnregister = ccall.ShortHolds()
+	}, false)
+	callC(self)
+	if afterUnregister != base+1 {
+		t.Errorf("holds inside a func after it unregistered itself: %d, want %d (the thread's)", afterUnregister, base+1)
+	}
+	if got := ccall.ShortHolds(); got != base {
+		t.Errorf("holds after the calls returned to C: %d, want %d", got, base)
+	}
+	callC(once) // stale: dispatch finds nothing
+	if got := ccall.ShortHolds(); got != base || !ccall.ShortEnabled() {
+		t.Errorf("holds after a stale call: %d, want %d", got, base)
+	}
+}

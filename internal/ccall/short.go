@@ -42,9 +42,10 @@ import (
 //     hands C Go functions by other means (purego.NewCallback) must call
 //     HoldShort itself (driver.HoldShortCalls, for users), or set
 //     GPUMEM_SHORT_CALLS=0. A hold is taken before C can learn of the
-//     function; a short call already under way when it is taken finishes
-//     as a short call (docs/architecture.md, "Short calls", names this and
-//     the other windows that remain).
+//     function, and the thread that runs it holds short calls off too from
+//     before it enters Go until after it has left (HeldCallback); a short
+//     call already under way when a hold is taken finishes as a short call
+//     (docs/architecture.md, "Short calls", says why that is accepted).
 //
 // GPUMEM_SHORT_CALLS=0 in the environment at start-up makes every short
 // call an ordinary one (Call6, CallPre6). Where the platform has no short
@@ -117,6 +118,38 @@ func ReleaseShort() {
 			return
 		}
 	}
+}
+
+// heldTarget is the C-callable function HeldCallback wraps, and
+// heldEntryABI0 the wrapper's address (short_amd64.s, short_arm64.s).
+var (
+	heldTarget    uintptr
+	heldEntryABI0 uintptr
+	heldMu        sync.Mutex
+)
+
+// HeldCallback returns a C function pointer of the same type as fn, void
+// (*)(void *userData), that calls fn with short calls held off from before
+// the calling thread enters Go until after it has left: fn is a
+// C-callable Go function (purego.NewCallback). A registration's hold
+// (HoldShort) covers the time C may call it; this one covers the thread's
+// way in and out of Go, including a call with an id no longer registered.
+// One fn per process: a second, different fn is refused (0, false). Where
+// the platform has no short calls it returns fn itself.
+func HeldCallback(fn uintptr) (uintptr, bool) {
+	if !shortSupported {
+		return fn, true
+	}
+	heldMu.Lock()
+	defer heldMu.Unlock()
+	switch atomic.LoadUintptr(&heldTarget) {
+	case 0:
+		atomic.StoreUintptr(&heldTarget, fn)
+	case fn:
+	default:
+		return 0, false
+	}
+	return heldEntryABI0, true
 }
 
 // ShortHolds reports the holds now taken (HoldShort less ReleaseShort),

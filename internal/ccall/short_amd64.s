@@ -90,3 +90,24 @@ TEXT ·shortout6(SB), NOSPLIT|NOFRAME, $0-72
 	MOVQ AX, r+56(FP)
 	MOVQ BX, out+64(FP)
 	RET
+
+// heldEntry is a C function, void (*)(void *userData), that holds short
+// calls off (shortHeld += 1) for as long as it runs heldTarget(userData):
+// a C-callable Go function (a purego callback). The hold is taken before
+// the thread enters Go and released after it has left, so no short call
+// starts while this thread may be waiting for a processor. SysV: on entry
+// SP is 8 modulo 16; the SUBQ makes the inner call aligned. DI (userData)
+// is passed through untouched.
+GLOBL ·heldEntryABI0(SB), NOPTR|RODATA, $8
+DATA ·heldEntryABI0(SB)/8, $heldEntry<>(SB)
+
+TEXT heldEntry<>(SB), NOSPLIT|NOFRAME, $0
+	LOCK
+	INCQ ·shortHeld(SB)
+	SUBQ $8, SP
+	MOVQ ·heldTarget(SB), AX
+	CALL AX
+	ADDQ $8, SP
+	LOCK
+	DECQ ·shortHeld(SB)
+	RET

@@ -93,3 +93,34 @@ TEXT ·shortout6(SB), NOSPLIT|NOFRAME, $0-72
 	MOVD R0, r+56(FP)
 	MOVD R1, out+64(FP)
 	RET
+
+// heldEntry is a C function, void (*)(void *userData), that holds short
+// calls off (shortHeld += 1) for as long as it runs heldTarget(userData):
+// a C-callable Go function (a purego callback). The hold is taken before
+// the thread enters Go and released after it has left, so no short call
+// starts while this thread may be waiting for a processor. It keeps an
+// AAPCS64 frame record (R29, R30) for its inner call; R0 (userData) is
+// passed through untouched.
+GLOBL ·heldEntryABI0(SB), NOPTR|RODATA, $8
+DATA ·heldEntryABI0(SB)/8, $heldEntry<>(SB)
+
+TEXT heldEntry<>(SB), NOSPLIT|NOFRAME, $0
+	STP.W (R29, R30), -16(RSP)
+	MOVD  RSP, R29
+	MOVD  $·shortHeld(SB), R9
+inc:
+	LDAXR (R9), R10
+	ADD   $1, R10
+	STLXR R10, (R9), R11
+	CBNZW R11, inc
+	MOVD  $·heldTarget(SB), R9
+	MOVD  (R9), R10
+	BL    (R10)
+	MOVD  $·shortHeld(SB), R9
+dec:
+	LDAXR (R9), R10
+	SUB   $1, R10
+	STLXR R10, (R9), R11
+	CBNZW R11, dec
+	LDP.P 16(RSP), (R29, R30)
+	RET

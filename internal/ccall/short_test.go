@@ -17,6 +17,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/ebitengine/purego"
+
 	"github.com/gpumem/gpumem/internal/churn"
 	"github.com/gpumem/gpumem/internal/dl"
 )
@@ -420,6 +422,33 @@ func TestShortCallFaultReport(t *testing.T) {
 	}
 	if strings.Contains(report, "panic during panic") {
 		t.Errorf("the crash report faulted again:\n%s", report)
+	}
+}
+
+// TestHeldCallback: the wrapper holds short calls while the Go function
+// runs and releases the hold when it returns; one function per process.
+func TestHeldCallback(t *testing.T) {
+	requireShort(t)
+	var inside atomic.Int64
+	fn := purego.NewCallback(func(u uintptr) uintptr { inside.Store(ShortHolds() + int64(u)); return 0 })
+	held, ok := HeldCallback(fn)
+	if !ok || held == 0 || held == fn {
+		t.Fatalf("HeldCallback = %#x, %v", held, ok)
+	}
+	if again, ok := HeldCallback(fn); !ok || again != held {
+		t.Errorf("HeldCallback of the same function again = %#x, %v; want %#x, true", again, ok, held)
+	}
+	other := purego.NewCallback(func(uintptr) uintptr { return 0 })
+	if _, ok := HeldCallback(other); ok {
+		t.Error("HeldCallback accepted a second function")
+	}
+	base := ShortHolds()
+	Call1(held, 1000) // userData reaches fn
+	if got := inside.Load(); got != base+1+1000 {
+		t.Errorf("inside the wrapped function: holds+userData %d, want %d", got, base+1+1000)
+	}
+	if got := ShortHolds(); got != base {
+		t.Errorf("holds after the call: %d, want %d", got, base)
 	}
 }
 
