@@ -240,3 +240,14 @@ func TestHoldShortCalls(t *testing.T) {
 		t.Fatalf("both released: %d holds, want %d", got, base)
 	}
 }
+
+// TestBackendShortCalls: the CUDA backend has short rows, and reports them
+// off while a hold is taken (this binary holds short calls for its life).
+func TestBackendShortCalls(t *testing.T) {
+	b := openFake(t)
+	defer b.Close()
+	on, has := b.ShortCalls()
+	if !has || on {
+		t.Errorf("ShortCalls = (on %v, has %v), want (false, true) with short calls held", on, has)
+	}
+}

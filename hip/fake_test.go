@@ -391,3 +391,12 @@ func TestMapsHandleTwice(t *testing.T) {
 		t.Errorf("MapsHandleTwice = %v, %q; want false and a reason", ok, why)
 	}
 }
+
+// TestBackendShortCallsHIP: no HIP row is a short call (none measured).
+func TestBackendShortCallsHIP(t *testing.T) {
+	b := openFake(t, 60200000, nil, [2]uint64{2 << 20, 2 << 20})
+	defer b.Close()
+	if on, has := b.ShortCalls(); has || on {
+		t.Errorf("ShortCalls = (on %v, has %v), want (false, false)", on, has)
+	}
+}

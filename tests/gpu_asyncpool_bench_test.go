@@ -58,27 +58,21 @@ func BenchmarkGPUAsyncPoolPair(b *testing.B) {
 		defer a.Close()
 	}
 	for range gpuPairRounds {
-		// "ordinary" runs the same pair with short calls held off
+		backendPair := func(b *testing.B) {
+			benchPairs(b, func() (gpumem.Ptr, error) { return be.MallocFromPoolAsync(1<<20, pool, s) },
+				func(p gpumem.Ptr) error { return be.FreeAsync(p, s) })
+		}
+		b.Run("backend", backendPair)
+		// ",ordinary" runs the same pairs with short calls held off
 		// (internal/ccall.HoldShort), each call through runtime.cgocall: the
 		// difference is what short calls save, in the same process and pool.
-		for _, ordinary := range []bool{false, true} {
-			name := "backend"
-			if ordinary {
-				name += ",ordinary"
-				ccall.HoldShort()
-			}
-			b.Run(name, func(b *testing.B) {
-				benchPairs(b, func() (gpumem.Ptr, error) { return be.MallocFromPoolAsync(1<<20, pool, s) },
-					func(p gpumem.Ptr) error { return be.FreeAsync(p, s) })
-			})
-			if ordinary {
-				b.Run("tracked,ordinary", func(b *testing.B) {
-					benchPairs(b, func() (gpumem.Ptr, error) { return allocs[0].Allocate(1<<20, s) },
-						func(p gpumem.Ptr) error { return allocs[0].Deallocate(p, s) })
-				})
-				ccall.ReleaseShort()
-			}
-		}
+		ccall.HoldShort()
+		b.Run("backend,ordinary", backendPair)
+		b.Run("tracked,ordinary", func(b *testing.B) {
+			benchPairs(b, func() (gpumem.Ptr, error) { return allocs[0].Allocate(1<<20, s) },
+				func(p gpumem.Ptr) error { return allocs[0].Deallocate(p, s) })
+		})
+		ccall.ReleaseShort()
 		for i, c := range variants {
 			a := allocs[i]
 			b.Run(c.name, func(b *testing.B) {

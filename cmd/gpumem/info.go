@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/driver"
 )
 
 var infoUsage = "usage: gpumem info [--backend " + strings.Join(backendNames(false), "|") + "|auto] [--library PATH] [--sim-devices N] [--sim-capacity BYTES] [--json]\n"
@@ -41,7 +40,7 @@ type infoReport struct {
 	PeerAccess     [][]bool       `json:"peer_access"`
 	Compiler       *compilerInfo  `json:"compiler,omitempty"`    // the run-time compiler; absent for the simulator
 	Telemetry      *telemetryInfo `json:"telemetry,omitempty"`   // where the devices' telemetry came from, or why there is none
-	ShortCalls     *bool          `json:"short_calls,omitempty"` // CUDA: whether the stream-ordered pool calls are short calls (docs/architecture.md)
+	ShortCalls     *bool          `json:"short_calls,omitempty"` // whether the backend's short calls are on; absent where it has none (docs/architecture.md)
 	Error          string         `json:"error"`
 }
 
@@ -157,9 +156,10 @@ func gatherInfo(backend, library string, simDevices int, simCap uint64) (infoRep
 		}
 	}
 	gatherTelemetry(b, &rep)
-	if rep.Backend == "cuda" {
-		on := driver.ShortCalls()
-		rep.ShortCalls = &on
+	if sc, ok := b.(interface{ ShortCalls() (on, has bool) }); ok {
+		if on, has := sc.ShortCalls(); has {
+			rep.ShortCalls = &on
+		}
 	}
 	return rep, nil
 }

@@ -122,11 +122,7 @@ func ReleaseShort() {
 
 // heldTarget is the C-callable function HeldCallback wraps, and
 // heldEntryABI0 the wrapper's address (short_amd64.s, short_arm64.s).
-var (
-	heldTarget    uintptr
-	heldEntryABI0 uintptr
-	heldMu        sync.Mutex
-)
+var heldTarget, heldEntryABI0 uintptr
 
 // HeldCallback returns a C function pointer of the same type as fn, void
 // (*)(void *userData), that calls fn with short calls held off from before
@@ -140,13 +136,7 @@ func HeldCallback(fn uintptr) (uintptr, bool) {
 	if !shortSupported {
 		return fn, true
 	}
-	heldMu.Lock()
-	defer heldMu.Unlock()
-	switch atomic.LoadUintptr(&heldTarget) {
-	case 0:
-		atomic.StoreUintptr(&heldTarget, fn)
-	case fn:
-	default:
+	if !atomic.CompareAndSwapUintptr(&heldTarget, 0, fn) && atomic.LoadUintptr(&heldTarget) != fn {
 		return 0, false
 	}
 	return heldEntryABI0, true
@@ -167,6 +157,26 @@ func procPin() int
 //go:linkname procUnpin runtime.procUnpin
 func procUnpin()
 
+// pinned pins the goroutine and returns its processor and that processor's
+// C stack (top), or top 0 with the goroutine unpinned: short calls are held
+// off (p -1), or the processor has no stack yet (p its id, for
+// makeShortStack after the ordinary call that takes its place).
+//
+//go:nosplit
+func pinned() (p int, top uintptr) {
+	if atomic.LoadInt64(&shortHeld) != 0 {
+		return -1, 0
+	}
+	p = procPin()
+	if uint(p) < maxShortProcs {
+		if top = atomic.LoadUintptr(&shortStacks[p]); top > stackFailed {
+			return p, top
+		}
+	}
+	procUnpin()
+	return p, 0
+}
+
 // Short6 is Call6 for a C function that returns promptly and never calls
 // back into Go (see Short calls above): the same arguments and result, the
 // same rules for callers, without entering the scheduler's system-call
@@ -174,19 +184,13 @@ func procUnpin()
 //
 //go:nosplit
 func Short6(fn, a1, a2, a3, a4, a5, a6 uintptr) uintptr {
-	if atomic.LoadInt64(&shortHeld) != 0 {
-		return Call6(fn, a1, a2, a3, a4, a5, a6)
+	p, top := pinned()
+	if top != 0 {
+		r := shortcall6(fn, a1, a2, a3, a4, a5, a6, top)
+		procUnpin()
+		return r
 	}
-	p := procPin()
-	if uint(p) < maxShortProcs {
-		if top := atomic.LoadUintptr(&shortStacks[p]); top > stackFailed {
-			r := shortcall6(fn, a1, a2, a3, a4, a5, a6, top)
-			procUnpin()
-			return r
-		}
-	}
-	procUnpin()
-	// The first call on this processor: an ordinary call, then the stack.
+	// An ordinary call, then the processor's stack if it has none.
 	// (Making the stack first could grow and move the goroutine stack,
 	// which the caller's arguments may point into.)
 	r := Call6(fn, a1, a2, a3, a4, a5, a6)
@@ -201,18 +205,12 @@ func Short6(fn, a1, a2, a3, a4, a5, a6 uintptr) uintptr {
 //
 //go:nosplit
 func ShortPre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6 uintptr) (r uintptr, preFailed bool) {
-	if atomic.LoadInt64(&shortHeld) != 0 {
-		return CallPre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6)
+	p, top := pinned()
+	if top != 0 {
+		r, failed := shortpre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6, top)
+		procUnpin()
+		return r, failed != 0
 	}
-	p := procPin()
-	if uint(p) < maxShortProcs {
-		if top := atomic.LoadUintptr(&shortStacks[p]); top > stackFailed {
-			r, failed := shortpre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6, top)
-			procUnpin()
-			return r, failed != 0
-		}
-	}
-	procUnpin()
 	r, preFailed = CallPre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6)
 	makeShortStack(p)
 	return r, preFailed
@@ -228,18 +226,12 @@ func ShortPre6(pre, preArg, fn, a1, a2, a3, a4, a5, a6 uintptr) (r uintptr, preF
 //
 //go:nosplit
 func ShortOut6(fn, a2, a3, a4, a5, a6 uintptr) (r, out uintptr) {
-	if atomic.LoadInt64(&shortHeld) != 0 {
-		return outCall(fn, a2, a3, a4, a5, a6)
+	p, top := pinned()
+	if top != 0 {
+		r, out = shortout6(fn, a2, a3, a4, a5, a6, top)
+		procUnpin()
+		return r, out
 	}
-	p := procPin()
-	if uint(p) < maxShortProcs {
-		if top := atomic.LoadUintptr(&shortStacks[p]); top > stackFailed {
-			r, out = shortout6(fn, a2, a3, a4, a5, a6, top)
-			procUnpin()
-			return r, out
-		}
-	}
-	procUnpin()
 	r, out = outCall(fn, a2, a3, a4, a5, a6)
 	makeShortStack(p)
 	return r, out
@@ -258,7 +250,8 @@ func outCall(fn, a2, a3, a4, a5, a6 uintptr) (r, out uintptr) {
 	return r, out
 }
 
-// makeShortStack makes processor p's C stack if it has none.
+// makeShortStack makes processor p's C stack if it has none (p -1: none to
+// make).
 func makeShortStack(p int) {
 	if uint(p) >= maxShortProcs || atomic.LoadUintptr(&shortStacks[p]) != 0 {
 		return

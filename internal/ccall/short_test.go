@@ -425,12 +425,23 @@ func TestShortCallFaultReport(t *testing.T) {
 	}
 }
 
+// heldInside is what heldFns' first function saw: the holds plus its
+// userData.
+var heldInside atomic.Int64
+
+// heldFns are two C-callable Go functions for TestHeldCallback, made once
+// (HeldCallback takes one function per process, however often the test
+// runs).
+var heldFns = sync.OnceValues(func() (uintptr, uintptr) {
+	return purego.NewCallback(func(u uintptr) uintptr { heldInside.Store(ShortHolds() + int64(u)); return 0 }),
+		purego.NewCallback(func(uintptr) uintptr { return 0 })
+})
+
 // TestHeldCallback: the wrapper holds short calls while the Go function
 // runs and releases the hold when it returns; one function per process.
 func TestHeldCallback(t *testing.T) {
 	requireShort(t)
-	var inside atomic.Int64
-	fn := purego.NewCallback(func(u uintptr) uintptr { inside.Store(ShortHolds() + int64(u)); return 0 })
+	fn, other := heldFns()
 	held, ok := HeldCallback(fn)
 	if !ok || held == 0 || held == fn {
 		t.Fatalf("HeldCallback = %#x, %v", held, ok)
@@ -438,13 +449,12 @@ func TestHeldCallback(t *testing.T) {
 	if again, ok := HeldCallback(fn); !ok || again != held {
 		t.Errorf("HeldCallback of the same function again = %#x, %v; want %#x, true", again, ok, held)
 	}
-	other := purego.NewCallback(func(uintptr) uintptr { return 0 })
 	if _, ok := HeldCallback(other); ok {
 		t.Error("HeldCallback accepted a second function")
 	}
 	base := ShortHolds()
 	Call1(held, 1000) // userData reaches fn
-	if got := inside.Load(); got != base+1+1000 {
+	if got := heldInside.Load(); got != base+1+1000 {
 		t.Errorf("inside the wrapped function: holds+userData %d, want %d", got, base+1+1000)
 	}
 	if got := ShortHolds(); got != base {

@@ -121,7 +121,7 @@ func (b *Backend) call(dev int, op symtab.Op, a1, a2, a3, a4, a5, a6 uintptr) er
 	}
 	var r uintptr
 	var preFailed bool
-	if symtab.Driver.Rows[op].Short[b.d.Vendor] {
+	if b.short(op) {
 		r, preFailed = ccall.ShortPre6(b.pre, b.cur[dev], fn, a1, a2, a3, a4, a5, a6)
 	} else {
 		r, preFailed = ccall.CallPre6(b.pre, b.cur[dev], fn, a1, a2, a3, a4, a5, a6)
@@ -157,7 +157,7 @@ func (b *Backend) callOnStream(s gpumem.Stream, op symtab.Op, a1, a2, a3, a4, a5
 			return b.refuse(s.Device, op)
 		}
 		var r uintptr
-		if symtab.Driver.Rows[op].Short[b.d.Vendor] {
+		if b.short(op) {
 			r = ccall.Short6(fn, a1, a2, a3, a4, a5, a6)
 		} else {
 			r = ccall.Call6(fn, a1, a2, a3, a4, a5, a6)
@@ -165,7 +165,7 @@ func (b *Backend) callOnStream(s gpumem.Stream, op symtab.Op, a1, a2, a3, a4, a5
 		if int32(r) == 0 {
 			return nil
 		}
-		if err := b.Status(op, r); errors.Is(err, gpumem.ErrOutOfMemory) {
+		if err := b.directFailed(op, r); err != nil {
 			return err
 		}
 	}
@@ -176,6 +176,32 @@ func (b *Backend) callOnStream(s gpumem.Stream, op symtab.Op, a1, a2, a3, a4, a5
 // current (callOnStream).
 func (b *Backend) direct(s gpumem.Stream, op symtab.Op) bool {
 	return s.Handle > maxSpecialStream && b.d.DirectCalls && symtab.Driver.Rows[op].StreamContext[b.d.Vendor]
+}
+
+// short reports whether op is a short call on this vendor (symtab.Row.Short).
+func (b *Backend) short(op symtab.Op) bool { return symtab.Driver.Rows[op].Short[b.d.Vendor] }
+
+// directFailed is what a direct call of op that answered the non-zero
+// status r returns: its error if it ran out of memory (which does not
+// depend on the context, and whose callers retry it themselves), else nil,
+// and the call is made again with the context current.
+func (b *Backend) directFailed(op symtab.Op, r uintptr) error {
+	if err := b.Status(op, r); errors.Is(err, gpumem.ErrOutOfMemory) {
+		return err
+	}
+	return nil
+}
+
+// ShortCalls reports whether this backend's vendor has rows made as short
+// calls (has), and whether a short call made now would take the short path
+// (on: internal/ccall.ShortEnabled), for gpumem info.
+func (b *Backend) ShortCalls() (on, has bool) {
+	for i := range symtab.Driver.Rows {
+		if symtab.Driver.Rows[i].Short[b.d.Vendor] {
+			return ccall.ShortEnabled(), true
+		}
+	}
+	return false, false
 }
 
 // invoke is call without the translation of a failed status: r is the raw

@@ -1,7 +1,6 @@
 package native
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/gpumem/gpumem"
@@ -22,37 +21,36 @@ func (b *Backend) allocOut(on gpumem.Stream, op symtab.Op, size uint64, a3, a4 u
 	if size == 0 {
 		return 0, b.zeroSize(op)
 	}
-	if b.direct(on, op) && symtab.Driver.Rows[op].Short[b.d.Vendor] {
-		if err := b.deadStream(on); err != nil {
-			return 0, err
-		}
-		fn := b.fnFor(on.Device, op)
-		if fn == 0 {
-			return 0, b.refuse(on.Device, op)
-		}
-		r, p := ccall.ShortOut6(fn, uintptr(size), a3, a4, 0, 0)
-		if int32(r) == 0 {
-			return gpumem.Ptr(p), nil
-		}
-		if err := b.Status(op, r); errors.Is(err, gpumem.ErrOutOfMemory) {
-			return 0, err
-		}
-		return b.callOut(on.Device, op, size, a3, a4)
+	if !b.direct(on, op) || !b.short(op) {
+		return b.cellOut(on, op, size, a3, a4, false)
 	}
-	c := getCell()
-	err := b.callOnStream(on, op, c.addr(0), uintptr(size), a3, a4, 0, 0)
-	p := c[0]
-	putCell(c)
-	if err != nil {
+	if err := b.deadStream(on); err != nil {
 		return 0, err
 	}
-	return gpumem.Ptr(p), nil
+	fn := b.fnFor(on.Device, op)
+	if fn == 0 {
+		return 0, b.refuse(on.Device, op)
+	}
+	r, p := ccall.ShortOut6(fn, uintptr(size), a3, a4, 0, 0)
+	if int32(r) == 0 {
+		return gpumem.Ptr(p), nil
+	}
+	if err := b.directFailed(op, r); err != nil {
+		return 0, err
+	}
+	return b.cellOut(on, op, size, a3, a4, true)
 }
 
-// callOut is allocOut's call with dev's context made current.
-func (b *Backend) callOut(dev int, op symtab.Op, size uint64, a3, a4 uintptr) (gpumem.Ptr, error) {
+// cellOut is allocOut's call with out in a cell: through callOnStream, or
+// with on's context made current (withContext: a direct call failed).
+func (b *Backend) cellOut(on gpumem.Stream, op symtab.Op, size uint64, a3, a4 uintptr, withContext bool) (gpumem.Ptr, error) {
 	c := getCell()
-	err := b.call(dev, op, c.addr(0), uintptr(size), a3, a4, 0, 0)
+	var err error
+	if withContext {
+		err = b.call(on.Device, op, c.addr(0), uintptr(size), a3, a4, 0, 0)
+	} else {
+		err = b.callOnStream(on, op, c.addr(0), uintptr(size), a3, a4, 0, 0)
+	}
 	p := c[0]
 	putCell(c)
 	if err != nil {
