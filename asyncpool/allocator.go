@@ -232,10 +232,10 @@ func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
 	owner.mu.Lock()
 	defer owner.mu.Unlock()
 	rec, ok := owner.recs.get(p)
-	if !ok || rec.state != stateLive {
+	if !ok || rec.state() != stateLive {
 		return fmt.Errorf("asyncpool: RecordStream of %#x: not allocated by this allocator or already freed: %w", uintptr(p), gpumem.ErrInvalidValue)
 	}
-	if s == rec.stream {
+	if s == rec.allocStream(owner.id) {
 		return nil
 	}
 	for _, u := range rec.recorded() {
@@ -243,8 +243,8 @@ func (a *Allocator) RecordStream(p gpumem.Ptr, s gpumem.Stream) error {
 			return nil
 		}
 	}
-	m := rec.moreOf()
-	m.streams = append(m.streams, s)
+	x := rec.edit()
+	x.streams = append(x.streams, s)
 	owner.recs.set(p, rec)
 	return nil
 }

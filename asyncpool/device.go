@@ -22,50 +22,76 @@ const (
 
 // record is what the allocator knows of one live allocation. Records are
 // stored by value in the device's table so that the hot path allocates
-// nothing; what only some records need is behind more, so that a record
-// takes 48 bytes.
+// nothing and copies little: a record is 24 bytes (a table slot, with its
+// key, 32: two to a cache line). What only some records need (a capture,
+// recorded streams, a state other than live) is behind x, so that the fast
+// paths need one test, x == nil, to know a plain allocation.
 type record struct {
 	size   uint64
-	stream gpumem.Stream // the allocation stream
-	graph  *graphState   // the capture that allocated it, or nil
-	more   *recMore      // nil until RecordStream or a graph free needs it
+	stream uintptr   // the allocation stream's handle (a stream of the record's device)
+	x      *recExtra // nil for a live allocation of no capture with no recorded streams
+}
+
+// recExtra is the part of a record that most allocations never need. It is
+// never changed in place: records are values, and an earlier copy of a
+// record must not see a change (record.edit copies it).
+type recExtra struct {
+	graph   *graphState     // the capture that allocated it, or nil
+	streams []gpumem.Stream // streams recorded with RecordStream
+	// For stateDeferred, stateGraphOwned and stateGraphFreeing: the stream
+	// the user freed on.
+	freeOn gpumem.Stream
 	state  uint8
 }
 
-// recMore is the part of a record that most allocations never need.
-type recMore struct {
-	streams []gpumem.Stream // streams recorded with RecordStream
-	// For stateDeferred and stateGraphFreeing: the stream the user freed on.
-	freeOn gpumem.Stream
+// state is the record's state (stateLive unless x says otherwise).
+func (r *record) state() uint8 {
+	if r.x == nil {
+		return stateLive
+	}
+	return r.x.state
+}
+
+// graph is the capture that allocated the record, or nil.
+func (r *record) graph() *graphState {
+	if r.x == nil {
+		return nil
+	}
+	return r.x.graph
 }
 
 // recorded lists the streams recorded with RecordStream.
 func (r *record) recorded() []gpumem.Stream {
-	if r.more == nil {
+	if r.x == nil {
 		return nil
 	}
-	return r.more.streams
+	return r.x.streams
 }
 
 // freeOn is the stream the user freed on (stateDeferred, stateGraphOwned,
 // stateGraphFreeing).
 func (r *record) freeOn() gpumem.Stream {
-	if r.more == nil {
+	if r.x == nil {
 		return gpumem.Stream{}
 	}
-	return r.more.freeOn
+	return r.x.freeOn
 }
 
-// moreOf returns r's recMore, adding one (a copy: records are values, and
-// an earlier copy of r must not see the change).
-func (r *record) moreOf() *recMore {
-	m := &recMore{}
-	if r.more != nil {
-		*m = *r.more
-		m.streams = append([]gpumem.Stream(nil), r.more.streams...)
+// allocStream is the allocation stream, of device dev (the record's).
+func (r *record) allocStream(dev int) gpumem.Stream {
+	return gpumem.Stream{Handle: r.stream, Device: dev}
+}
+
+// edit gives r an extra part of its own, a copy of the one it had, and
+// returns it for a change.
+func (r *record) edit() *recExtra {
+	x := &recExtra{}
+	if r.x != nil {
+		*x = *r.x
+		x.streams = append([]gpumem.Stream(nil), r.x.streams...)
 	}
-	r.more = m
-	return m
+	r.x = x
+	return x
 }
 
 // pendingFree is a free enqueued on the free stream whose completion is not
@@ -83,41 +109,44 @@ type pendingFree struct {
 // (allocUncaptured, freeUncaptured) take mu alone and hold it across their
 // one backend call; nothing the backend calls takes an allocator lock.
 type device struct {
+	// The fields the fast paths read come first, together, so that a pair
+	// touches as few cache lines as it can (the driver's own work between
+	// two calls evicts much of what the allocator touched).
 	a     *Allocator
 	b     gpumem.Backend
 	id    int
 	pool  gpumem.MemPool
-	own   bool      // pool created by the allocator
-	orig  [4]uint64 // the default pool's attributes before New, restored by Close
 	total uint64
-
-	// life is read-locked by every operation and write-locked by Close.
-	life   sync.RWMutex
-	closed bool // set under life's write lock and mu
-
-	allocated atomic.Int64 // bytes handed out (and reserved by in-flight allocations)
-	pending   atomic.Int64 // bytes freed by users but not known released
-	queued    atomic.Int32 // len(fifo), for a lock-free check
-	hookCaps  atomic.Int32 // captures open through BeginCapture: len(hooked)
 
 	// guarded is the backend's capture check and call in one step, used
 	// unless captures are learnt from the hooks; nil if it has none.
 	guarded guard.Backend
-	tracked bool         // CaptureCheckTracked over guarded: ask only while guarded.CapturesOpen()
-	unheld  atomic.Int32 // graph states whose user object the graph does not hold yet
+	tracked bool    // CaptureCheckTracked over guarded: ask only while guarded.CapturesOpen()
+	ratio   float64 // Options.ThrottleRatio
 
-	mu    sync.Mutex // guards everything below up to freeMu
-	recs  recTable
-	tally tally // the statistics
-	ctr   Counters
-	hist  history.Ring
+	allocated atomic.Int64 // bytes handed out (and reserved by in-flight allocations)
+	pending   atomic.Int64 // bytes freed by users but not known released
+	queued    atomic.Int32 // len(fifo), for a lock-free check
+	unheld    atomic.Int32 // graph states whose user object the graph does not hold yet
+	hasWork   atomic.Bool  // toFree is not empty
+	relFlag   atomic.Bool  // released is not empty
+	hookCaps  atomic.Int32 // captures open through BeginCapture: len(hooked)
+
+	mu     sync.Mutex // guards everything below up to life
+	closed bool       // set under life's write lock and mu
+	recs   recTable
+	tally  tally // the statistics
+	hist   history.Ring
+	ctr    Counters
 	// poolSeen is the pool's reserved, reserved-high and used bytes as
 	// Stats last read them, reported while a capture is open.
 	poolSeen [3]uint64
 	graphs   map[uint64]*graphState // capture id -> state, until the graph is destroyed
 	hooked   map[gpumem.Stream]bool // streams whose capture BeginCapture began and EndCapture has not ended
 	toFree   []gpumem.Ptr           // records in stateGraphFreeing
-	hasWork  atomic.Bool            // toFree is not empty
+
+	// life is read-locked by every operation and write-locked by Close.
+	life sync.RWMutex
 
 	freeMu     sync.Mutex // guards the free stream, fifo, freeSeq, joined
 	freeStream gpumem.Stream
@@ -131,12 +160,14 @@ type device struct {
 
 	relMu    sync.Mutex
 	released []*graphState // graphs destroyed, not yet processed
-	relFlag  atomic.Bool
+
+	own  bool      // pool created by the allocator
+	orig [4]uint64 // the default pool's attributes before New, restored by Close
 }
 
 func newDevice(a *Allocator, dev int) (*device, error) {
 	b := a.b
-	d := &device{a: a, b: b, id: dev, graphs: map[uint64]*graphState{}, hooked: map[gpumem.Stream]bool{}, joined: map[uintptr]uint64{}}
+	d := &device{a: a, b: b, id: dev, ratio: a.opts.ThrottleRatio, graphs: map[uint64]*graphState{}, hooked: map[gpumem.Stream]bool{}, joined: map[uintptr]uint64{}}
 	d.hist = history.New(a.opts.HistorySize)
 	if g, ok := b.(guard.Backend); ok && g.GuardedCalls() && a.opts.CaptureCheck != CaptureCheckHooks {
 		d.guarded = g
@@ -344,7 +375,7 @@ func (d *device) throttle(s gpumem.Stream, size uint64) error {
 // overThrottle reports whether an allocation of size would take the device
 // over the throttle ratio while frees are pending release.
 func (d *device) overThrottle(size uint64) bool {
-	ratio := d.a.opts.ThrottleRatio
+	ratio := d.ratio
 	if ratio >= 1 || d.pending.Load() <= 0 {
 		return false
 	}
@@ -406,7 +437,11 @@ func (d *device) insert(p gpumem.Ptr, size uint64, s gpumem.Stream, gs *graphSta
 
 // insertLocked is insert with mu held.
 func (d *device) insertLocked(p gpumem.Ptr, size uint64, s gpumem.Stream, gs *graphState) (gpumem.Ptr, error) {
-	if !d.recs.add(p, record{size: size, stream: s, graph: gs}) {
+	rec := record{size: size, stream: s.Handle}
+	if gs != nil {
+		rec.x = &recExtra{graph: gs}
+	}
+	if !d.recs.add(p, rec) {
 		d.tally.devAllocs++
 		d.allocated.Add(-int64(size))
 		if p == 0 {

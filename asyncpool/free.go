@@ -61,11 +61,11 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 		}
 		return nil, errFreed(p)
 	}
-	if !ok || rec.state != stateLive {
+	if !ok || rec.state() != stateLive {
 		d.mu.Unlock()
 		return nil, errFreed(p)
 	}
-	g := rec.graph
+	g := rec.graph()
 	switch {
 	case g != nil && capturing && ci.ID == g.id:
 		// Case 1: allocated and freed in the same capture: a free node
@@ -101,7 +101,7 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 		}
 		d.mu.Lock()
 		rec, ok = d.recs.get(p)
-		if !ok || rec.state != stateLive {
+		if !ok || rec.state() != stateLive {
 			d.mu.Unlock()
 			return nil, errFreed(p)
 		}
@@ -109,8 +109,8 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 			d.mu.Unlock()
 			return nil, fmt.Errorf("asyncpool: capture %d on %v ended while freeing %#x: %w", ci.ID, s, uintptr(p), gpumem.ErrInvalidValue)
 		}
-		rec.state = stateDeferred
-		rec.moreOf().freeOn = s
+		x := rec.edit()
+		x.state, x.freeOn = stateDeferred, s
 		d.recs.set(p, rec)
 		gs.deferred = append(gs.deferred, p)
 		d.toPendingLocked(p, rec.size, s)
@@ -122,8 +122,8 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 		// Case 2: allocated in a capture, freed outside it: the graph owns
 		// the memory; it is freed once the graph is destroyed (if it was
 		// ever launched; otherwise the allocation never existed).
-		rec.state = stateGraphOwned
-		rec.moreOf().freeOn = s
+		x := rec.edit()
+		x.state, x.freeOn = stateGraphOwned, s
 		d.recs.set(p, rec)
 		d.toPendingLocked(p, rec.size, s)
 		d.ctr.GraphOwned++
@@ -161,7 +161,7 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 	d.pending.Add(int64(rec.size))
 	d.noteFreeLocked(p, rec.size, s, true)
 	d.mu.Unlock()
-	if err := d.freeCross(p, rec.size, s, using(&rec, s)); err != nil {
+	if err := d.freeCross(p, rec.size, s, using(&rec, d.id, s)); err != nil {
 		d.mu.Lock()
 		d.recs.set(p, rec)
 		d.allocated.Add(int64(rec.size))
@@ -191,7 +191,7 @@ func (d *device) freeUncaptured(p gpumem.Ptr, s gpumem.Stream) (done bool, err e
 	if !ok {
 		return false, nil
 	}
-	if rec.state != stateLive || rec.graph != nil || len(rec.recorded()) != 0 || s.Device != d.id {
+	if rec.x != nil || s.Device != d.id {
 		d.recs.add(p, rec)
 		return false, nil
 	}
@@ -223,8 +223,9 @@ func (d *device) toPendingLocked(p gpumem.Ptr, size uint64, s gpumem.Stream) {
 }
 
 // using lists the streams a free must wait for: the allocation stream, the
-// freeing stream and every recorded stream, without duplicates.
-func using(rec *record, s gpumem.Stream) []gpumem.Stream {
+// freeing stream and every recorded stream, without duplicates. dev is the
+// record's device.
+func using(rec *record, dev int, s gpumem.Stream) []gpumem.Stream {
 	out := make([]gpumem.Stream, 0, 2+len(rec.recorded()))
 	add := func(u gpumem.Stream) {
 		for _, v := range out {
@@ -234,8 +235,8 @@ func using(rec *record, s gpumem.Stream) []gpumem.Stream {
 		}
 		out = append(out, u)
 	}
-	if rec.graph == nil {
-		add(rec.stream)
+	if rec.graph() == nil {
+		add(rec.allocStream(dev))
 	}
 	add(s)
 	for _, u := range rec.recorded() {
@@ -380,14 +381,14 @@ func (d *device) close() error {
 	d.mu.Lock()
 	var never []gpumem.Ptr
 	d.recs.each(func(p gpumem.Ptr, rec record) bool {
-		g := rec.graph
+		g := rec.graph()
 		switch {
-		case rec.state == stateDeferred, rec.state == stateGraphOwned,
-			rec.state == stateLive && g != nil && !g.destroyed:
+		case rec.state() == stateDeferred, rec.state() == stateGraphOwned,
+			rec.state() == stateLive && g != nil && !g.destroyed:
 			// A graph that still exists may use it.
 			held++
 			heldBytes += rec.size
-		case rec.state == stateLive && g != nil && !g.launched.Load():
+		case rec.state() == stateLive && g != nil && !g.launched.Load():
 			never = append(never, p) // a graph allocation that never existed
 		default:
 			free = append(free, p)

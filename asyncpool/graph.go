@@ -186,7 +186,7 @@ func (d *device) processReleased() {
 		ran := gs.launched.Load()
 		for p := range gs.allocs {
 			rec, ok := d.recs.get(p)
-			if !ok || rec.state != stateGraphOwned {
+			if !ok || rec.state() != stateGraphOwned {
 				continue // live: the user's free decides; deferred: its capture does
 			}
 			if ran {
@@ -198,10 +198,10 @@ func (d *device) processReleased() {
 		gs.allocs = nil
 		for _, p := range gs.deferred {
 			rec, ok := d.recs.get(p)
-			if !ok || rec.state != stateDeferred {
+			if !ok || rec.state() != stateDeferred {
 				continue
 			}
-			g := rec.graph
+			g := rec.graph()
 			switch {
 			case g == nil || (g.destroyed && g.launched.Load()):
 				d.queueFreeLocked(p, rec)
@@ -209,7 +209,7 @@ func (d *device) processReleased() {
 				d.dropLocked(p, rec)
 			default:
 				// Its allocating graph still exists: it owns it now.
-				rec.state = stateGraphOwned
+				rec.edit().state = stateGraphOwned
 				d.recs.set(p, rec)
 				g.allocs[p] = struct{}{}
 			}
@@ -220,7 +220,7 @@ func (d *device) processReleased() {
 
 // queueFreeLocked queues rec for a free on the free stream. mu must be held.
 func (d *device) queueFreeLocked(p gpumem.Ptr, rec record) {
-	rec.state = stateGraphFreeing
+	rec.edit().state = stateGraphFreeing
 	d.recs.set(p, rec)
 	d.toFree = append(d.toFree, p)
 	d.hasWork.Store(true)
@@ -249,13 +249,13 @@ func (d *device) flushGraphFrees() error {
 	for _, p := range list {
 		d.mu.Lock()
 		rec, ok := d.recs.get(p)
-		if !ok || rec.state != stateGraphFreeing {
+		if !ok || rec.state() != stateGraphFreeing {
 			d.mu.Unlock()
 			continue
 		}
 		d.recs.del(p)
 		d.mu.Unlock()
-		streams := d.live(using(&rec, rec.freeOn()))
+		streams := d.live(using(&rec, d.id, rec.freeOn()))
 		busy, err := d.anyCapturing(streams)
 		if err == nil && !busy {
 			err = d.freeCross(p, rec.size, rec.freeOn(), streams)

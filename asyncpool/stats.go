@@ -164,10 +164,10 @@ func (a *Allocator) Snapshot() gpumem.Snapshot {
 		d.mu.Lock()
 		d.recs.each(func(p gpumem.Ptr, rec record) bool {
 			state := "active_allocated"
-			if rec.state != stateLive {
+			if rec.state() != stateLive {
 				state = "active_pending_free"
 			}
-			add(p, rec.size, rec.stream.Handle, state)
+			add(p, rec.size, rec.stream, state)
 			return true
 		})
 		d.mu.Unlock()

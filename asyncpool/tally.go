@@ -10,22 +10,27 @@ import "github.com/gpumem/gpumem"
 // counters, and the active and segment figures are those plus what is
 // pending release. expand writes them in MemoryStats' shape.
 type tally struct {
-	rows      [3]tallyRow // indexed by gpumem.StatAll, StatSmall, StatLarge
 	devAllocs int64       // MallocFromPoolAsync calls that succeeded
 	devFrees  int64       // frees made on the device
+	rows      [3]tallyRow // indexed by gpumem.StatAll, StatSmall, StatLarge
 	retries   int64       // allocations retried after a trim
 	ooms      int64       // allocations that failed for lack of memory
 }
 
 type tallyRow struct {
 	live, liveBytes         int64 // held by users
-	pend, pendBytes         int64 // freed by users, not yet known released
-	peakLive, peakLiveBytes int64
-	peakAct, peakActBytes   int64 // peaks of live + pending
-	allocs, allocBytes      int64 // allocations made
 	frees, freeBytes        int64 // users' frees
 	gone, goneBytes         int64 // released to the pool (or never existed)
+	peakLive, peakLiveBytes int64
+	peakAct, peakActBytes   int64 // peaks of live + pending
 }
+
+// What the hot path need not count, since it follows from the rest: every
+// allocation is live or freed (allocations = live + frees), and every free
+// is pending release or released (pending = frees - gone).
+
+func (r *tallyRow) allocs() (n, bytes int64) { return r.live + r.frees, r.liveBytes + r.freeBytes }
+func (r *tallyRow) pend() (n, bytes int64)   { return r.frees - r.gone, r.freeBytes - r.goneBytes }
 
 func kind(size uint64) int {
 	if size <= 1<<20 {
@@ -41,12 +46,11 @@ func (t *tally) alloc(size uint64) {
 	for _, r := range [2]*tallyRow{&t.rows[gpumem.StatAll], &t.rows[kind(size)]} {
 		r.live++
 		r.liveBytes += n
-		r.allocs++
-		r.allocBytes += n
 		r.peakLive = max(r.peakLive, r.live)
 		r.peakLiveBytes = max(r.peakLiveBytes, r.liveBytes)
-		r.peakAct = max(r.peakAct, r.live+r.pend)
-		r.peakActBytes = max(r.peakActBytes, r.liveBytes+r.pendBytes)
+		pend, pendBytes := r.pend()
+		r.peakAct = max(r.peakAct, r.live+pend)
+		r.peakActBytes = max(r.peakActBytes, r.liveBytes+pendBytes)
 	}
 }
 
@@ -68,10 +72,7 @@ func (t *tally) freeN(size uint64, pending bool, c int64) {
 		r.liveBytes -= n
 		r.frees += c
 		r.freeBytes += n
-		if pending {
-			r.pend += c
-			r.pendBytes += n
-		} else {
+		if !pending {
 			r.gone += c
 			r.goneBytes += n
 		}
@@ -82,8 +83,6 @@ func (t *tally) freeN(size uint64, pending bool, c int64) {
 func (t *tally) released(size uint64) {
 	n := int64(size)
 	for _, r := range [2]*tallyRow{&t.rows[gpumem.StatAll], &t.rows[kind(size)]} {
-		r.pend--
-		r.pendBytes -= n
 		r.gone++
 		r.goneBytes += n
 	}
@@ -94,21 +93,25 @@ func (t *tally) resetPeaks() {
 	for i := range t.rows {
 		r := &t.rows[i]
 		r.peakLive, r.peakLiveBytes = r.live, r.liveBytes
-		r.peakAct, r.peakActBytes = r.live+r.pend, r.liveBytes+r.pendBytes
+		pend, pendBytes := r.pend()
+		r.peakAct, r.peakActBytes = r.live+pend, r.liveBytes+pendBytes
 	}
 }
 
 // expand writes the tally into st.
 func (t *tally) expand(st *gpumem.MemoryStats) {
-	for i, r := range t.rows {
-		st.Allocation[i] = gpumem.Stat{Current: r.live, Peak: r.peakLive, Allocated: r.allocs, Freed: r.frees}
-		st.AllocatedBytes[i] = gpumem.Stat{Current: r.liveBytes, Peak: r.peakLiveBytes, Allocated: r.allocBytes, Freed: r.freeBytes}
+	for i := range t.rows {
+		r := &t.rows[i]
+		allocs, allocBytes := r.allocs()
+		pend, pendBytes := r.pend()
+		st.Allocation[i] = gpumem.Stat{Current: r.live, Peak: r.peakLive, Allocated: allocs, Freed: r.frees}
+		st.AllocatedBytes[i] = gpumem.Stat{Current: r.liveBytes, Peak: r.peakLiveBytes, Allocated: allocBytes, Freed: r.freeBytes}
 		st.RequestedBytes[i] = st.AllocatedBytes[i]
-		st.Active[i] = gpumem.Stat{Current: r.live + r.pend, Peak: r.peakAct, Allocated: r.allocs, Freed: r.gone}
+		st.Active[i] = gpumem.Stat{Current: r.live + pend, Peak: r.peakAct, Allocated: allocs, Freed: r.gone}
 		st.Segment[i] = st.Active[i]
-		st.ActiveBytes[i] = gpumem.Stat{Current: r.liveBytes + r.pendBytes, Peak: r.peakActBytes, Allocated: r.allocBytes, Freed: r.goneBytes}
+		st.ActiveBytes[i] = gpumem.Stat{Current: r.liveBytes + pendBytes, Peak: r.peakActBytes, Allocated: allocBytes, Freed: r.goneBytes}
 	}
-	st.PendingReleaseBytes = t.rows[gpumem.StatAll].pendBytes
+	_, st.PendingReleaseBytes = t.rows[gpumem.StatAll].pend()
 	st.NumDeviceAlloc = t.devAllocs
 	st.NumDeviceFree = t.devFrees
 	st.NumAllocRetries = t.retries

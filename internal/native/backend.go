@@ -15,16 +15,20 @@ type Backend struct {
 	d   *Dialect
 	lib Library
 
+	// What every call reads comes first, together: whether the backend is
+	// closed, the device count, and how each op is called.
+	closed atomic.Bool
+	nDev   int
+	how    [symtab.NumOps]uint8 // howDirect, howShort: the table's rows for this vendor, read at Open
+
 	fns     [symtab.NumOps]uintptr
 	missing [symtab.NumOps]error // why fns[op] is 0
 
 	pre      uintptr   // make-current function
 	cur      []uintptr // per device: argument to pre (CUcontext, or ordinal)
 	handle   []int32   // per device: the vendor's device handle (CUdevice, ordinal)
-	nDev     int
-	closed   atomic.Bool
-	names    sync.Map // int -> string
-	locByVal bool     // Advise/Prefetch take a location by value (CUDA 12.2+)
+	names    sync.Map  // int -> string
+	locByVal bool      // Advise/Prefetch take a location by value (CUDA 12.2+)
 	pins     capthread.Pins
 
 	maps      mappings  // HIP: what MemMap mapped where (Dialect.UnmapByMapping)

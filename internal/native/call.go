@@ -175,11 +175,29 @@ func (b *Backend) callOnStream(s gpumem.Stream, op symtab.Op, a1, a2, a3, a4, a5
 // direct reports whether op on s is called without making a context
 // current (callOnStream).
 func (b *Backend) direct(s gpumem.Stream, op symtab.Op) bool {
-	return s.Handle > maxSpecialStream && b.d.DirectCalls && symtab.Driver.Rows[op].StreamContext[b.d.Vendor]
+	return s.Handle > maxSpecialStream && b.how[op]&howDirect != 0
+}
+
+// How a call of an op is made on a backend's vendor (Backend.how).
+const (
+	howDirect = 1 << iota // on an explicit stream, without making a context current (Row.StreamContext, Dialect.DirectCalls)
+	howShort              // as a short call (Row.Short)
+)
+
+// howOf is how ops of row r are called through dialect d.
+func howOf(r *symtab.Row, d *Dialect) uint8 {
+	var h uint8
+	if d.DirectCalls && r.StreamContext[d.Vendor] {
+		h |= howDirect
+	}
+	if r.Short[d.Vendor] {
+		h |= howShort
+	}
+	return h
 }
 
 // short reports whether op is a short call on this vendor (symtab.Row.Short).
-func (b *Backend) short(op symtab.Op) bool { return symtab.Driver.Rows[op].Short[b.d.Vendor] }
+func (b *Backend) short(op symtab.Op) bool { return b.how[op]&howShort != 0 }
 
 // directFailed is what a direct call of op that answered the non-zero
 // status r returns: its error if it ran out of memory (which does not

@@ -58,6 +58,7 @@ func Load(d *Dialect, load Loader, path string) (*Backend, error) {
 	b := &Backend{d: d, lib: lib}
 	for i := range symtab.Driver.Rows {
 		b.resolveDL(symtab.Op(i))
+		b.how[i] = howOf(&symtab.Driver.Rows[i], d)
 	}
 	return b, nil
 }
