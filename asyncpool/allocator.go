@@ -143,7 +143,7 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 	if err != nil {
 		return 0, err
 	}
-	if d.guarded != nil && !s.IsDefault() && size != 0 && size <= d.total && d.quiet(size) {
+	if d.guarded != nil && !s.IsDefault() && size != 0 && size <= d.total && d.idle() {
 		if p, ok, err := d.allocUncaptured(size, s); ok || err != nil {
 			return p, err
 		}
@@ -184,7 +184,7 @@ func (a *Allocator) Allocate(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 	}
 	if gs != nil {
 		if err := d.markLaunch(gs, s); err != nil {
-			d.allocated.Add(-int64(size))
+			d.uncharge(size)
 			ferr := a.b.FreeAsync(p, s)
 			d.mu.Lock()
 			d.tally.devAllocs++

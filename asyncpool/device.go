@@ -124,13 +124,18 @@ type device struct {
 	tracked bool    // CaptureCheckTracked over guarded: ask only while guarded.CapturesOpen()
 	ratio   float64 // Options.ThrottleRatio
 
-	allocated atomic.Int64 // bytes handed out (and reserved by in-flight allocations)
-	pending   atomic.Int64 // bytes freed by users but not known released
-	queued    atomic.Int32 // len(fifo), for a lock-free check
-	unheld    atomic.Int32 // graph states whose user object the graph does not hold yet
-	hasWork   atomic.Bool  // toFree is not empty
-	relFlag   atomic.Bool  // released is not empty
-	hookCaps  atomic.Int32 // captures open through BeginCapture: len(hooked)
+	// inflight is the bytes of allocations under way on the full path,
+	// charged ahead of the pool's call so that the throttle counts them,
+	// until the record is made. The bytes handed out are the tally's live
+	// bytes (under mu) plus these; the fast paths, which hold mu across the
+	// call, charge nothing.
+	inflight atomic.Int64
+	pending  atomic.Int64 // bytes freed by users but not known released
+	queued   atomic.Int32 // len(fifo), for a lock-free check
+	unheld   atomic.Int32 // graph states whose user object the graph does not hold yet
+	hasWork  atomic.Bool  // toFree is not empty
+	relFlag  atomic.Bool  // released is not empty
+	hookCaps atomic.Int32 // captures open through BeginCapture: len(hooked)
 
 	mu     sync.Mutex // guards everything below up to life
 	closed bool       // set under life's write lock and mu
@@ -375,12 +380,27 @@ func (d *device) throttle(s gpumem.Stream, size uint64) error {
 // overThrottle reports whether an allocation of size would take the device
 // over the throttle ratio while frees are pending release.
 func (d *device) overThrottle(size uint64) bool {
-	ratio := d.ratio
-	if ratio >= 1 || d.pending.Load() <= 0 {
+	if d.ratio >= 1 || d.pending.Load() <= 0 {
 		return false
 	}
-	used := float64(d.allocated.Load()+d.pending.Load()) + float64(size)
-	return used > ratio*float64(d.total)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.overThrottleLocked(size)
+}
+
+// overThrottleLocked is overThrottle with mu held.
+func (d *device) overThrottleLocked(size uint64) bool {
+	if d.ratio >= 1 || d.pending.Load() <= 0 {
+		return false
+	}
+	used := float64(d.allocatedLocked()+d.pending.Load()) + float64(size)
+	return used > d.ratio*float64(d.total)
+}
+
+// allocatedLocked is the bytes handed out, and charged by allocations
+// under way. mu must be held.
+func (d *device) allocatedLocked() int64 {
+	return d.tally.rows[gpumem.StatAll].liveBytes + d.inflight.Load()
 }
 
 // idle reports that housekeep has nothing to do: no graph to retain or
@@ -389,27 +409,28 @@ func (d *device) idle() bool {
 	return d.unheld.Load() == 0 && !d.relFlag.Load() && !d.hasWork.Load() && d.queued.Load() == 0
 }
 
-// quiet reports that an allocation of size needs neither housekeeping nor
-// the throttle: it may go to the backend in one guarded call.
-func (d *device) quiet(size uint64) bool { return d.idle() && !d.overThrottle(size) }
-
-// charge adds size to the bytes handed out, ahead of the allocation (the
-// throttle reads them); a failed allocation takes them back.
-func (d *device) charge(size uint64) { d.allocated.Add(int64(size)) }
+// charge counts size as under way, ahead of the pool's call on the full
+// path (the throttle reads it); uncharge takes it back, when the call
+// failed or its record is made.
+func (d *device) charge(size uint64)   { d.inflight.Add(int64(size)) }
+func (d *device) uncharge(size uint64) { d.inflight.Add(-int64(size)) }
 
 // allocUncaptured is Allocate's fast path: the capture check and the
 // allocation in one backend call (guarded), made under mu with the record
 // and the statistics, so that one lock covers the whole pair of steps and
 // Close, which sets closed under mu, cannot overtake it. ok false with no
-// error: the stream is being captured, or the pool is exhausted; nothing
-// was allocated and the caller takes the full path, which asks again.
+// error: the allocation would take the device over the throttle ratio, the
+// stream is being captured, or the pool is exhausted; nothing was
+// allocated and the caller takes the full path, which asks again.
 func (d *device) allocUncaptured(size uint64, s gpumem.Stream) (p gpumem.Ptr, ok bool, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return 0, false, errClosed
 	}
-	d.charge(size)
+	if d.overThrottleLocked(size) {
+		return 0, false, nil
+	}
 	var st gpumem.CaptureStatus
 	if d.untracked() {
 		p, err = d.b.MallocFromPoolAsync(size, d.pool, s)
@@ -417,7 +438,6 @@ func (d *device) allocUncaptured(size uint64, s gpumem.Stream) (p gpumem.Ptr, ok
 		p, st, err = d.guarded.MallocFromPoolAsyncUncaptured(size, d.pool, s)
 	}
 	if err != nil || st != gpumem.CaptureNone {
-		d.allocated.Add(-int64(size))
 		if err != nil && !errors.Is(err, gpumem.ErrOutOfMemory) {
 			return 0, false, fmt.Errorf("asyncpool: allocating %d bytes on %v: %w", size, s, err)
 		}
@@ -427,11 +447,13 @@ func (d *device) allocUncaptured(size uint64, s gpumem.Stream) (p gpumem.Ptr, ok
 	return p, err == nil, err
 }
 
-// insert records a new allocation p (of the capture gs, if not nil) and
-// counts it; a p that is still live is the backend's error.
+// insert records a new allocation p of the full path (of the capture gs,
+// if not nil), whose size was charged, and counts it; a p that is still
+// live is the backend's error.
 func (d *device) insert(p gpumem.Ptr, size uint64, s gpumem.Stream, gs *graphState) (gpumem.Ptr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.uncharge(size)
 	return d.insertLocked(p, size, s, gs)
 }
 
@@ -443,7 +465,6 @@ func (d *device) insertLocked(p gpumem.Ptr, size uint64, s gpumem.Stream, gs *gr
 	}
 	if !d.recs.add(p, rec) {
 		d.tally.devAllocs++
-		d.allocated.Add(-int64(size))
 		if p == 0 {
 			return 0, fmt.Errorf("asyncpool: backend returned a nil address for %d bytes: %w", size, gpumem.ErrInvalidValue)
 		}
@@ -527,7 +548,7 @@ func (d *device) malloc(size uint64, s gpumem.Stream, capturing bool) (gpumem.Pt
 	if err == nil {
 		return p, nil
 	}
-	d.allocated.Add(-int64(size))
+	d.uncharge(size)
 	if !errors.Is(err, gpumem.ErrOutOfMemory) {
 		return 0, fmt.Errorf("asyncpool: allocating %d bytes on %v: %w", size, s, err)
 	}
@@ -539,7 +560,7 @@ func (d *device) tryMalloc(size uint64, s gpumem.Stream) (gpumem.Ptr, error) {
 	d.charge(size)
 	p, err := d.b.MallocFromPoolAsync(size, d.pool, s)
 	if err != nil {
-		d.allocated.Add(-int64(size))
+		d.uncharge(size)
 		return 0, err
 	}
 	return p, nil
@@ -579,3 +600,10 @@ func (d *device) unnoteFreeLocked(size uint64, pending bool) { d.tally.unfree(si
 // once the driver's free is known complete (or known unnecessary). mu must
 // be held.
 func (d *device) noteReleasedLocked(size uint64) { d.tally.released(size) }
+
+// allocatedBytes is allocatedLocked, taking mu.
+func (d *device) allocatedBytes() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.allocatedLocked()
+}

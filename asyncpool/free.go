@@ -72,7 +72,6 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 		// of the graph.
 		d.recs.del(p)
 		delete(g.allocs, p)
-		d.allocated.Add(-int64(rec.size))
 		d.noteFreeLocked(p, rec.size, s, false)
 		d.ctr.GraphFreedInCapture++
 		d.mu.Unlock()
@@ -82,7 +81,6 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 			if !g.destroyed {
 				g.allocs[p] = struct{}{}
 			}
-			d.allocated.Add(int64(rec.size))
 			d.unnoteFreeLocked(rec.size, false)
 			d.ctr.GraphFreedInCapture--
 			d.mu.Unlock()
@@ -133,7 +131,6 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 	case g != nil && !g.launched.Load():
 		// The allocating graph is gone and never ran: nothing to free.
 		d.recs.del(p)
-		d.allocated.Add(-int64(rec.size))
 		d.noteFreeLocked(p, rec.size, s, true)
 		d.noteReleasedLocked(rec.size)
 		d.ctr.GraphDropped++
@@ -144,14 +141,12 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 	// Case 4 (or a graph allocation whose graph ran and is gone: live
 	// memory, freed like any other).
 	d.recs.del(p)
-	d.allocated.Add(-int64(rec.size))
 	if len(rec.recorded()) == 0 && s.Device == d.id {
 		d.noteFreeLocked(p, rec.size, s, false)
 		d.mu.Unlock()
 		if err := d.b.FreeAsync(p, s); err != nil {
 			d.mu.Lock()
 			d.recs.set(p, rec)
-			d.allocated.Add(int64(rec.size))
 			d.unnoteFreeLocked(rec.size, false)
 			d.mu.Unlock()
 			return nil, fmt.Errorf("asyncpool: freeing %#x on %v: %w", uintptr(p), s, err)
@@ -164,7 +159,6 @@ func (d *device) deallocateLive(p gpumem.Ptr, s gpumem.Stream, search bool) (*de
 	if err := d.freeCross(p, rec.size, s, using(&rec, d.id, s)); err != nil {
 		d.mu.Lock()
 		d.recs.set(p, rec)
-		d.allocated.Add(int64(rec.size))
 		d.pending.Add(-int64(rec.size))
 		d.unnoteFreeLocked(rec.size, true)
 		d.mu.Unlock()
@@ -209,7 +203,6 @@ func (d *device) freeUncaptured(p gpumem.Ptr, s gpumem.Stream) (done bool, err e
 		}
 		return false, nil
 	}
-	d.allocated.Add(-int64(rec.size))
 	d.noteFreeLocked(p, rec.size, s, false)
 	return true, nil
 }
@@ -217,7 +210,6 @@ func (d *device) freeUncaptured(p gpumem.Ptr, s gpumem.Stream) (done bool, err e
 // toPendingLocked moves a record's bytes from allocated to pending release.
 // mu must be held.
 func (d *device) toPendingLocked(p gpumem.Ptr, size uint64, s gpumem.Stream) {
-	d.allocated.Add(-int64(size))
 	d.pending.Add(int64(size))
 	d.noteFreeLocked(p, size, s, true)
 }

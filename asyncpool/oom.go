@@ -137,7 +137,7 @@ func (d *device) oomError(size uint64, capturing bool, cause error) *gpumem.OutO
 		Device:    d.id,
 		Requested: size,
 		Capacity:  d.total,
-		Allocated: uint64(max(d.allocated.Load(), 0)),
+		Allocated: uint64(max(d.allocatedBytes(), 0)),
 		Err:       cause,
 	}
 	if capturing {
