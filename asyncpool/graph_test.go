@@ -498,3 +498,60 @@ func TestOutOfMemoryBesideCaptureKeepsCapture(t *testing.T) {
 	r.graphRun(g, s, 1)
 	r.free(x, u)
 }
+
+// The throttle holds on the fast path too. Memory that a graph owns is
+// pending release while the free stream is idle, so an allocation may take
+// the guarded fast path; over the throttle ratio it must still join the
+// free stream (which has queued a free since the stream last joined it)
+// into its stream, as the full path does.
+func TestThrottleWithGraphOwnedMemory(t *testing.T) {
+	opts := asyncpool.DefaultOptions()
+	opts.ThrottleRatio = 0.5
+	r := newRig(t, sim.Config{Devices: []sim.DeviceConfig{{Name: "small", Capacity: gib}}}, opts, 2)
+	defer r.finish()
+	s, u := r.ss[0], r.ss[1]
+	// A free through the free stream, completed and retired.
+	q := r.alloc(mib, s)
+	if err := r.a.RecordStream(q, u); err != nil {
+		t.Fatal(err)
+	}
+	r.free(q, s)
+	if err := r.g.DeviceSynchronize(0); err != nil {
+		t.Fatal(err)
+	}
+	r.poke(s)
+	// 300 MiB owned by a graph that ran and still exists: pending release.
+	r.begin(s)
+	p := r.alloc(300*mib, s)
+	g := r.end(s)
+	ge, err := r.g.GraphInstantiate(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.g.GraphLaunch(ge, s); err != nil {
+		t.Fatal(err)
+	}
+	r.free(p, s)
+	r.poke(s)
+	if c := r.a.Counters(0); c.ThrottleJoins != 0 || c.GraphOwned != 1 {
+		t.Fatalf("counters before the throttled allocation = %+v", c)
+	}
+	if st := r.a.Stats(0); st.PendingReleaseBytes != int64(300*mib) {
+		t.Fatalf("pending release = %d, want the graph's 300 MiB", st.PendingReleaseBytes)
+	}
+	// 300 MiB more: 600 MiB of 1 GiB, over the ratio of 0.5.
+	x := r.alloc(300*mib, u)
+	if c := r.a.Counters(0); c.ThrottleJoins != 1 {
+		t.Errorf("throttle joins = %d after an allocation over the ratio, want 1", c.ThrottleJoins)
+	}
+	// Under the ratio again (x is live, the graph's memory still pending):
+	// a small allocation joins nothing more, the free stream having queued
+	// nothing since.
+	r.free(r.alloc(mib, u), u)
+	if c := r.a.Counters(0); c.ThrottleJoins != 1 {
+		t.Errorf("throttle joins = %d, want 1", c.ThrottleJoins)
+	}
+	r.free(x, u)
+	r.graphDestroy(ge, g, s)
+	r.poke(s)
+}
