@@ -49,8 +49,9 @@
 //     since s last joined it, join the free stream into s (EventRecord on
 //     the free stream, StreamWaitEvent on s). The pool, following event
 //     dependencies, can then reuse the memory those frees release.
-//  5. Add size to the allocated count (atomic, read by the throttle); a
-//     failed allocation takes it back.
+//  5. Count size as under way (atomic, read by the throttle with the
+//     tally's live bytes) until the record is made; a failed allocation
+//     takes it back.
 //  6. MallocFromPoolAsync(size, pool, s). During capture this makes a graph
 //     allocation node; the first allocation of a capture also hands the
 //     graph a user object and captures a host node that marks the graph as
@@ -62,19 +63,25 @@
 //
 // The fast path: when the backend can check for capture and allocate in one
 // call (the CUDA and HIP backends and the simulator can) and there is no
-// housekeeping to do and no throttle to apply (atomic checks), Allocate
-// takes the device's mutex alone, makes one call (the plain allocation
-// while, with CaptureCheckTracked, the backend knows of no open capture;
-// the checked one otherwise), and inserts the record before
-// releasing the mutex: steps 1, 5, 6 and 7 under one lock, with no read
-// lock on life (Close sets closed under the mutex too, so it cannot
-// overtake the call). A captured stream, or an exhausted pool, sends the
+// housekeeping to do (atomic checks), Allocate takes the device's mutex
+// alone, checks the throttle, makes one call (the plain allocation while,
+// with CaptureCheckTracked, the backend knows of no open capture; the
+// checked one otherwise), and inserts the record before releasing the
+// mutex: steps 1, 4's check, 6 and 7 under one lock, with no read lock on
+// life (Close sets closed under the mutex too, so it cannot overtake the
+// call), and no atomic add: what it hands out is in the tally, under the
+// same lock, so step 5 is the full path's alone. An allocation over the
+// throttle ratio, a captured stream, or an exhausted pool, sends the
 // request down the full path. Deallocate has the same fast path for a live
 // allocation of no capture with no recorded streams. On CUDA the plain
 // allocation and free are short calls (internal/native: no system-call
 // state, the context taken from the stream), so the pair costs about 55 ns
 // over the same pair from C on an H200; the rest of what asyncpool adds is
-// this bookkeeping, about 100 ns (BenchmarkBookkeeping).
+// this bookkeeping: a record of 24 bytes in an open-addressed table, a
+// tally that counts no figure which follows from the others, the fields
+// the fast paths read together at the head of the device's state, two
+// critical sections and no other atomic read-modify-write a pair; about
+// 80-150 ns a pair (BenchmarkBookkeeping, here and on the H200's host).
 //
 // On ErrOutOfMemory from the driver (step 6), outside capture (and while no
 // capture the allocator has seen is open on the device, which waiting would
@@ -135,7 +142,8 @@
 //   - A record is removed from the table before its memory is freed, and put
 //     back if the free fails, so the driver can never hand out an address
 //     the map still holds, and a failed call leaves the state as it was.
-//   - allocated counts bytes users hold; pending counts bytes they freed
+//   - The tally's live bytes are what users hold (plus the in-flight count
+//     of allocations under way on the full path); pending counts bytes they freed
 //     that are not known released; the free stream's pending list is in
 //     free-stream order, so an entry is complete once any later one is.
 //   - Lock order within a device: life, then freeMu, then mu; the event
