@@ -68,6 +68,24 @@ func (r *rig) poke(s gpumem.Stream) {
 	r.free(r.alloc(256, s), s)
 }
 
+// launchedAlloc captures on s a graph that allocates size bytes and writes
+// them, instantiates it and launches it once: the memory is the graph's.
+func (r *rig) launchedAlloc(size uint64, s gpumem.Stream) (gpumem.Ptr, gpumem.Graph, gpumem.GraphExec) {
+	r.t.Helper()
+	r.begin(s)
+	p := r.alloc(size, s)
+	r.kernel(s, p, size)
+	g := r.end(s)
+	ge, err := r.g.GraphInstantiate(g)
+	if err != nil {
+		r.t.Fatalf("GraphInstantiate: %v", err)
+	}
+	if err := r.g.GraphLaunch(ge, s); err != nil {
+		r.t.Fatalf("GraphLaunch: %v", err)
+	}
+	return p, g, ge
+}
+
 // Case 1: allocated and freed inside one capture: a free node of the graph.
 func TestGraphAllocAndFreeInside(t *testing.T) {
 	r := newRig(t, sim.Config{}, asyncpool.DefaultOptions(), 1)
@@ -96,17 +114,7 @@ func TestGraphAllocInsideFreeOutside(t *testing.T) {
 	r := newRig(t, sim.Config{}, asyncpool.DefaultOptions(), 2)
 	defer r.finish()
 	s, u := r.ss[0], r.ss[1]
-	r.begin(s)
-	p := r.alloc(8*mib, s)
-	r.kernel(s, p, 8*mib)
-	g := r.end(s)
-	ge, err := r.g.GraphInstantiate(g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.g.GraphLaunch(ge, s); err != nil {
-		t.Fatal(err)
-	}
+	p, g, ge := r.launchedAlloc(8*mib, s)
 	r.kernel(s, p, 8*mib) // stream work after the graph reads its output
 	if err := r.a.RecordStream(p, u); err != nil {
 		t.Fatal(err)
@@ -521,16 +529,7 @@ func TestThrottleWithGraphOwnedMemory(t *testing.T) {
 	}
 	r.poke(s)
 	// 300 MiB owned by a graph that ran and still exists: pending release.
-	r.begin(s)
-	p := r.alloc(300*mib, s)
-	g := r.end(s)
-	ge, err := r.g.GraphInstantiate(g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.g.GraphLaunch(ge, s); err != nil {
-		t.Fatal(err)
-	}
+	p, g, ge := r.launchedAlloc(300*mib, s)
 	r.free(p, s)
 	r.poke(s)
 	if c := r.a.Counters(0); c.ThrottleJoins != 0 || c.GraphOwned != 1 {
