@@ -380,7 +380,7 @@ func (d *device) throttle(s gpumem.Stream, size uint64) error {
 // overThrottle reports whether an allocation of size would take the device
 // over the throttle ratio while frees are pending release.
 func (d *device) overThrottle(size uint64) bool {
-	if d.ratio >= 1 || d.pending.Load() <= 0 {
+	if !d.throttles() {
 		return false
 	}
 	d.mu.Lock()
@@ -390,7 +390,7 @@ func (d *device) overThrottle(size uint64) bool {
 
 // overThrottleLocked is overThrottle with mu held.
 func (d *device) overThrottleLocked(size uint64) bool {
-	if d.ratio >= 1 || d.pending.Load() <= 0 {
+	if !d.throttles() {
 		return false
 	}
 	used := float64(d.allocatedLocked()+d.pending.Load()) + float64(size)
@@ -402,6 +402,17 @@ func (d *device) overThrottleLocked(size uint64) bool {
 func (d *device) allocatedLocked() int64 {
 	return d.tally.rows[gpumem.StatAll].liveBytes + d.inflight.Load()
 }
+
+// allocatedBytes is allocatedLocked, taking mu.
+func (d *device) allocatedBytes() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.allocatedLocked()
+}
+
+// throttles reports whether the throttle can apply at all: a ratio below
+// one, and frees pending release.
+func (d *device) throttles() bool { return d.ratio < 1 && d.pending.Load() > 0 }
 
 // idle reports that housekeep has nothing to do: no graph to retain or
 // process, no graph frees to flush, no free on the free stream to poll.
@@ -600,10 +611,3 @@ func (d *device) unnoteFreeLocked(size uint64, pending bool) { d.tally.unfree(si
 // once the driver's free is known complete (or known unnecessary). mu must
 // be held.
 func (d *device) noteReleasedLocked(size uint64) { d.tally.released(size) }
-
-// allocatedBytes is allocatedLocked, taking mu.
-func (d *device) allocatedBytes() int64 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.allocatedLocked()
-}

@@ -197,11 +197,17 @@ func TestReplayBundledTrace(t *testing.T) {
 	}
 }
 
-func TestReplayHTML(t *testing.T) {
+// replayToFile replays tinyTrace (as trace) through test-pass on a fake
+// GPU, with flag naming the file (name) that the replay writes and args
+// before it, and returns the path and what was written; a failed run or a
+// missing file fails the test.
+func replayToFile(t *testing.T, trace, flag, name string, args ...string) (string, []byte) {
+	t.Helper()
 	withFake(t, newFakeGPU(1, 1<<40))
-	p := writeTrace(t, "page.trace", tinyTrace)
-	out := filepath.Join(t.TempDir(), "timeline.html")
-	code, _, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--conf", "expandable_segments:True", "--html", out, p)
+	p := writeTrace(t, trace, tinyTrace)
+	out := filepath.Join(t.TempDir(), name)
+	argv := append([]string{"replay", "--backend", "sim", "--allocator", "test-pass"}, args...)
+	code, _, e := runCmd(t, append(argv, flag, out, p)...)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, e)
 	}
@@ -209,6 +215,11 @@ func TestReplayHTML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return out, data
+}
+
+func TestReplayHTML(t *testing.T) {
+	_, data := replayToFile(t, "page.trace", "--html", "timeline.html", "--conf", "expandable_segments:True")
 	page := string(data)
 	for _, want := range []string{"<svg", "page through test-pass on sim", "expandable_segments:True", "GiB", "event index",
 		"reserved from the device", "allocated", "requested by the trace", "peak reserved", "<table"} {
@@ -388,16 +399,7 @@ func TestReplayPasses(t *testing.T) {
 // TestReplayHTMLPassesOnTheChart: with --passes the chart's x axis spans
 // every pass's events, so the curves stay inside the chart's box.
 func TestReplayHTMLPassesOnTheChart(t *testing.T) {
-	withFake(t, newFakeGPU(1, 1<<40))
-	p := writeTrace(t, "passes.trace", tinyTrace)
-	out := filepath.Join(t.TempDir(), "timeline.html")
-	if code, _, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--passes", "3", "--html", out, p); code != exitOK {
-		t.Fatalf("exit %d: %s", code, e)
-	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, data := replayToFile(t, "passes.trace", "--html", "timeline.html", "--passes", "3")
 	page := string(data)
 	vb := regexp.MustCompile(`viewBox="0 0 ([0-9.]+) ([0-9.]+)"`).FindStringSubmatch(page)
 	if vb == nil {
@@ -450,17 +452,7 @@ func TestReplayPipePath(t *testing.T) {
 // replay loop's frames in it); a folder or a missing directory is a usage
 // error and nothing is replayed.
 func TestReplayCPUProfile(t *testing.T) {
-	withFake(t, newFakeGPU(1, 1<<40))
-	p := writeTrace(t, "prof.trace", tinyTrace)
-	out := filepath.Join(t.TempDir(), "cpu.prof")
-	code, _, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--passes", "200", "--cpuprofile", out, p)
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, e)
-	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out, data := replayToFile(t, "prof.trace", "--cpuprofile", "cpu.prof", "--passes", "200")
 	if len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
 		t.Fatalf("%s is not a gzip-compressed profile (%d bytes)", out, len(data))
 	}
@@ -471,6 +463,7 @@ func TestReplayCPUProfile(t *testing.T) {
 	if _, err := io.ReadAll(zr); err != nil {
 		t.Fatalf("the profile does not decompress: %v", err)
 	}
+	p := writeTrace(t, "bad.trace", tinyTrace)
 	for _, bad := range []string{t.TempDir(), filepath.Join(t.TempDir(), "no", "such", "dir", "cpu.prof")} {
 		code, o, e := runCmd(t, "replay", "--backend", "sim", "--allocator", "test-pass", "--cpuprofile", bad, p)
 		if code != exitUsage || !strings.Contains(e, "--cpuprofile") || o != "" {

@@ -214,8 +214,8 @@ func (b *Backend) directFailed(op symtab.Op, r uintptr) error {
 // calls (has), and whether a short call made now would take the short path
 // (on: internal/ccall.ShortEnabled), for gpumem info.
 func (b *Backend) ShortCalls() (on, has bool) {
-	for i := range symtab.Driver.Rows {
-		if symtab.Driver.Rows[i].Short[b.d.Vendor] {
+	for _, h := range b.how {
+		if h&howShort != 0 {
 			return ccall.ShortEnabled(), true
 		}
 	}
